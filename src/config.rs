@@ -1,0 +1,531 @@
+//! Configuration: the only module that reads the environment. Every option is a
+//! flag with a `LANDING_<OPTION>` variable behind it (clap reads both); AWS
+//! credentials, region and endpoint come from the SDK's standard chain and are never
+//! part of this struct, so printing it can never leak a secret.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::error::{Error, Result};
+
+/// Where an input or the lake lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local file (input) or folder (lake).
+    Local(PathBuf),
+    /// An S3 bucket and key (input) or prefix (lake, may be empty).
+    S3 { bucket: String, key: String },
+}
+
+impl Location {
+    pub fn parse(s: &str) -> Result<Self> {
+        if let Some(rest) = s.strip_prefix("s3://") {
+            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(Error::Config(format!("{s}: an S3 URL needs a bucket")));
+            }
+            return Ok(Location::S3 {
+                bucket: bucket.to_owned(),
+                key: key.trim_matches('/').to_owned(),
+            });
+        }
+        if s.is_empty() {
+            return Err(Error::Config("empty path".into()));
+        }
+        Ok(Location::Local(PathBuf::from(s)))
+    }
+
+    /// The input name: the last path segment.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Location::Local(p) => p.file_name().and_then(|n| n.to_str()),
+            Location::S3 { key, .. } => key.rsplit('/').next().filter(|n| !n.is_empty()),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Local(p) => write!(f, "{}", p.display()),
+            Location::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The SDK's checksum knobs: several S3-compatible servers mishandle the CRC32
+/// checksums aws-sdk-s3 adds by default since January 2025.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChecksumMode {
+    WhenSupported,
+    WhenRequired,
+}
+
+/// A named instant at which a crash drill aborts the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the first output bytes were written to staging.
+    MidStream,
+    /// After part K of a multipart staging upload was uploaded (S3).
+    AfterPart(u32),
+    /// After staging completed, before promotion.
+    AfterStaging,
+    /// After promotion to the published name, before the checkpoint.
+    AfterPublish,
+    /// After the checkpoint, before cleanup.
+    AfterCheckpoint,
+}
+
+impl std::str::FromStr for CrashPoint {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "mid-stream" => CrashPoint::MidStream,
+            "after-staging" => CrashPoint::AfterStaging,
+            "after-publish" => CrashPoint::AfterPublish,
+            "after-checkpoint" => CrashPoint::AfterCheckpoint,
+            other => match other.strip_prefix("after-part:").map(str::parse) {
+                Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
+                _ => {
+                    return Err(format!(
+                        "unknown crash point {other:?} (mid-stream, after-part:K, after-staging, after-publish, after-checkpoint)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CrashPoint::MidStream => f.write_str("mid-stream"),
+            CrashPoint::AfterPart(k) => write!(f, "after-part:{k}"),
+            CrashPoint::AfterStaging => f.write_str("after-staging"),
+            CrashPoint::AfterPublish => f.write_str("after-publish"),
+            CrashPoint::AfterCheckpoint => f.write_str("after-checkpoint"),
+        }
+    }
+}
+
+/// Options shared by `run` and `check`.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Input: a local path or s3://bucket/key.
+    #[arg(long, env = "LANDING_INPUT")]
+    pub input: String,
+
+    /// Product name; selects the event contract and the lake prefixes.
+    #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
+    pub product: String,
+
+    /// Longest accepted line in bytes; longer lines are quarantined as line_too_long.
+    #[arg(long, env = "LANDING_MAX_LINE_BYTES", default_value_t = 1 << 20)]
+    pub max_line_bytes: usize,
+
+    /// Quarantined lines tolerated before the file is refused (0: fail closed).
+    #[arg(long, env = "LANDING_MAX_REJECTED_LINES", default_value_t = 0)]
+    pub max_rejected_lines: u64,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing-subscriber syntax, e.g. `info` or `landing=debug`).
+    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Options of `run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Lake root: a folder (created if missing) or s3://bucket/prefix.
+    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    pub lake: String,
+
+    /// Seconds a lease lives without renewal; a dead holder blocks no longer than this.
+    #[arg(long, env = "LANDING_LEASE_TTL", default_value_t = 300)]
+    pub lease_ttl: u64,
+
+    /// Sweep leftovers (staging objects, temp files) of crashed runs older than this many seconds.
+    #[arg(long, env = "LANDING_SWEEP_AGE", default_value_t = 0)]
+    pub sweep_age: u64,
+
+    /// Show a progress bar on a terminal (auto), always, or never.
+    #[arg(long, env = "LANDING_PROGRESS", default_value = "auto")]
+    pub progress: Progress,
+
+    /// Drill switch: abort the process at a named point (crash drills and tests).
+    #[arg(long, env = "LANDING_CRASH_AT", hide = true)]
+    pub crash_at: Option<CrashPoint>,
+}
+
+/// Options of `landing drill`.
+#[derive(Debug, Clone, Args)]
+pub struct DrillArgs {
+    /// Lake to drill against: a folder or s3://bucket/prefix. The drill works in a
+    /// scratch namespace `drills/<drill id>/` under it and removes it afterwards.
+    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    pub lake: String,
+
+    /// Size of the generated input in MiB (use more than two S3 parts to drill
+    /// the multipart path).
+    #[arg(long, default_value_t = 12)]
+    pub size_mib: u64,
+
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep the scratch namespace for inspection.
+    #[arg(long)]
+    pub keep: bool,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter.
+    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "warn")]
+    pub log_level: String,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Validated drill settings.
+#[derive(Debug, Clone)]
+pub struct DrillConfig {
+    pub lake: Location,
+    pub size: u64,
+    pub json: bool,
+    pub keep: bool,
+    pub s3: S3Config,
+    /// The S3 flags to hand to each child run, so it talks to the same store.
+    pub child_args: Vec<String>,
+}
+
+impl DrillConfig {
+    pub fn from_args(a: &DrillArgs) -> Result<Self> {
+        let s3 = a.s3.to_config(None)?;
+        let mut child_args = vec![
+            "--s3-part-size-mib".to_owned(),
+            a.s3.s3_part_size_mib.to_string(),
+            "--s3-upload-concurrency".to_owned(),
+            a.s3.s3_upload_concurrency.to_string(),
+            "--s3-copy-threshold".to_owned(),
+            a.s3.s3_copy_threshold.to_string(),
+            "--s3-max-attempts".to_owned(),
+            a.s3.s3_max_attempts.to_string(),
+            "--s3-read-timeout".to_owned(),
+            a.s3.s3_read_timeout.to_string(),
+            "--s3-operation-timeout".to_owned(),
+            a.s3.s3_operation_timeout.to_string(),
+        ];
+        if a.s3.s3_force_path_style {
+            child_args.push("--s3-force-path-style".to_owned());
+        }
+        if a.size_mib == 0 || a.size_mib > 64 * 1024 {
+            return Err(Error::Config(
+                "--size-mib must be between 1 and 65536".into(),
+            ));
+        }
+        Ok(DrillConfig {
+            lake: Location::parse(&a.lake)?,
+            size: a.size_mib << 20,
+            json: a.json,
+            keep: a.keep,
+            s3,
+            child_args,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Progress {
+    Auto,
+    Always,
+    Never,
+}
+
+/// S3 options; ignored for local inputs and lakes.
+#[derive(Debug, Clone, Args)]
+pub struct S3Args {
+    /// Path-style addressing (MinIO, LocalStack, SeaweedFS).
+    #[arg(long, env = "LANDING_S3_FORCE_PATH_STYLE")]
+    pub s3_force_path_style: bool,
+
+    /// Multipart part size in MiB (5 MiB minimum for all parts but the last).
+    #[arg(long, env = "LANDING_S3_PART_SIZE_MIB", default_value_t = 16)]
+    pub s3_part_size_mib: u64,
+
+    /// Parts uploaded concurrently while parsing continues.
+    #[arg(long, env = "LANDING_S3_UPLOAD_CONCURRENCY", default_value_t = 4)]
+    pub s3_upload_concurrency: usize,
+
+    /// Objects larger than this many bytes are promoted with UploadPartCopy instead of
+    /// CopyObject (S3 allows at most 5 GiB in one CopyObject).
+    #[arg(long, env = "LANDING_S3_COPY_THRESHOLD", default_value_t = 5 << 30)]
+    pub s3_copy_threshold: u64,
+
+    /// Maximum attempts per S3 request (SDK standard retry mode).
+    #[arg(long, env = "LANDING_S3_MAX_ATTEMPTS", default_value_t = 5)]
+    pub s3_max_attempts: u32,
+
+    /// Seconds an S3 request may take (whole attempt; not streaming bodies).
+    #[arg(long, env = "LANDING_S3_OPERATION_TIMEOUT", default_value_t = 300)]
+    pub s3_operation_timeout: u64,
+
+    /// Seconds a streaming read may stall before the run fails (the SDK has no body timeout).
+    #[arg(long, env = "LANDING_S3_READ_TIMEOUT", default_value_t = 60)]
+    pub s3_read_timeout: u64,
+
+    /// Checksum calculation on requests (also AWS_REQUEST_CHECKSUM_CALCULATION).
+    #[arg(
+        long,
+        env = "AWS_REQUEST_CHECKSUM_CALCULATION",
+        value_enum,
+        ignore_case = true
+    )]
+    pub s3_request_checksum: Option<ChecksumMode>,
+
+    /// Checksum validation on responses (also AWS_RESPONSE_CHECKSUM_VALIDATION).
+    #[arg(
+        long,
+        env = "AWS_RESPONSE_CHECKSUM_VALIDATION",
+        value_enum,
+        ignore_case = true
+    )]
+    pub s3_response_checksum: Option<ChecksumMode>,
+}
+
+/// S3 settings after validation.
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    pub force_path_style: bool,
+    pub part_size: usize,
+    pub upload_concurrency: usize,
+    pub copy_threshold: u64,
+    pub max_attempts: u32,
+    pub operation_timeout: Duration,
+    pub read_timeout: Duration,
+    pub request_checksum: Option<ChecksumMode>,
+    pub response_checksum: Option<ChecksumMode>,
+    /// Drill switch, checked by the multipart uploader after each part.
+    pub crash_at: Option<CrashPoint>,
+}
+
+impl Default for S3Config {
+    fn default() -> Self {
+        S3Config {
+            force_path_style: false,
+            part_size: 16 << 20,
+            upload_concurrency: 4,
+            copy_threshold: 5 << 30,
+            max_attempts: 5,
+            operation_timeout: Duration::from_secs(300),
+            read_timeout: Duration::from_secs(60),
+            request_checksum: None,
+            response_checksum: None,
+            crash_at: None,
+        }
+    }
+}
+
+/// The validated configuration of one run; functions take this, never the environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub input: Location,
+    pub input_name: String,
+    pub lake: Location,
+    pub product: String,
+    pub max_rejected_lines: u64,
+    pub max_line_bytes: usize,
+    pub lease_ttl: Duration,
+    pub sweep_age: Duration,
+    pub progress: Progress,
+    pub crash_at: Option<CrashPoint>,
+    pub s3: S3Config,
+}
+
+const MIN_PART: u64 = 5;
+
+impl S3Args {
+    fn to_config(&self, crash_at: Option<CrashPoint>) -> Result<S3Config> {
+        if self.s3_part_size_mib < MIN_PART || self.s3_part_size_mib > 5 * 1024 {
+            return Err(Error::Config(format!(
+                "--s3-part-size-mib must be between {MIN_PART} and 5120 (S3 multipart limits), got {}",
+                self.s3_part_size_mib
+            )));
+        }
+        if self.s3_upload_concurrency == 0 || self.s3_max_attempts == 0 {
+            return Err(Error::Config(
+                "--s3-upload-concurrency and --s3-max-attempts must be at least 1".into(),
+            ));
+        }
+        Ok(S3Config {
+            force_path_style: self.s3_force_path_style,
+            part_size: (self.s3_part_size_mib << 20) as usize,
+            upload_concurrency: self.s3_upload_concurrency,
+            copy_threshold: self.s3_copy_threshold,
+            max_attempts: self.s3_max_attempts,
+            operation_timeout: Duration::from_secs(self.s3_operation_timeout.max(1)),
+            read_timeout: Duration::from_secs(self.s3_read_timeout.max(1)),
+            request_checksum: self.s3_request_checksum,
+            response_checksum: self.s3_response_checksum,
+            crash_at,
+        })
+    }
+}
+
+/// A product name is used in keys: keep it path-safe.
+pub fn validate_product(product: &str) -> Result<()> {
+    let ok = !product.is_empty()
+        && product
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !ok {
+        return Err(Error::Config(format!(
+            "--product must match [a-z0-9_-]+, got {product:?}"
+        )));
+    }
+    if product != "progress" {
+        return Err(Error::Config(format!(
+            "no event contract for product {product:?}; only \"progress\" is defined"
+        )));
+    }
+    Ok(())
+}
+
+/// An input name becomes part of published keys; hidden names are reserved for
+/// temp files, so they are never valid inputs.
+pub fn input_name(input: &Location) -> Result<String> {
+    let name = input
+        .name()
+        .ok_or_else(|| Error::Config(format!("{input}: cannot take an input name from it")))?;
+    if name.starts_with('.') || name.chars().any(|c| c.is_control()) {
+        return Err(Error::Config(format!(
+            "{input}: input names may not start with '.' or hold control characters"
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+impl Config {
+    fn from_common(c: &CommonArgs, lake: Location, crash_at: Option<CrashPoint>) -> Result<Self> {
+        validate_product(&c.product)?;
+        if c.max_line_bytes == 0 {
+            return Err(Error::Config("--max-line-bytes must be at least 1".into()));
+        }
+        let input = Location::parse(&c.input)?;
+        let input_name = input_name(&input)?;
+        Ok(Config {
+            input,
+            input_name,
+            lake,
+            product: c.product.clone(),
+            max_rejected_lines: c.max_rejected_lines,
+            max_line_bytes: c.max_line_bytes,
+            lease_ttl: Duration::from_secs(300),
+            sweep_age: Duration::ZERO,
+            progress: Progress::Auto,
+            crash_at,
+            s3: c.s3.to_config(crash_at)?,
+        })
+    }
+
+    /// Configuration of `landing run`.
+    pub fn for_run(a: &RunArgs) -> Result<Self> {
+        let mut cfg = Self::from_common(&a.common, Location::parse(&a.lake)?, a.crash_at)?;
+        if a.lease_ttl == 0 {
+            return Err(Error::Config(
+                "--lease-ttl must be at least 1 second".into(),
+            ));
+        }
+        cfg.lease_ttl = Duration::from_secs(a.lease_ttl);
+        cfg.sweep_age = Duration::from_secs(a.sweep_age);
+        cfg.progress = a.progress;
+        Ok(cfg)
+    }
+
+    /// Configuration of `landing check`: no lake, nothing written.
+    pub fn for_check(c: &CommonArgs) -> Result<Self> {
+        Self::from_common(c, Location::Local(PathBuf::new()), None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_s3_and_local_locations() {
+        assert_eq!(
+            Location::parse("s3://b/p/q/").unwrap(),
+            Location::S3 {
+                bucket: "b".into(),
+                key: "p/q".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("s3://b").unwrap(),
+            Location::S3 {
+                bucket: "b".into(),
+                key: "".into()
+            }
+        );
+        assert!(Location::parse("s3:///k").is_err());
+        assert_eq!(
+            Location::parse("lake").unwrap(),
+            Location::Local(PathBuf::from("lake"))
+        );
+    }
+
+    #[test]
+    fn input_names_exclude_hidden_and_empty() {
+        assert_eq!(
+            input_name(&Location::parse("/in/a.jsonl").unwrap()).unwrap(),
+            "a.jsonl"
+        );
+        assert!(input_name(&Location::parse("/in/.a.jsonl.tmp").unwrap()).is_err());
+        assert!(input_name(&Location::parse("s3://b/").unwrap()).is_err());
+    }
+
+    #[test]
+    fn product_must_be_path_safe_and_known() {
+        assert!(validate_product("progress").is_ok());
+        assert!(validate_product("../x").is_err());
+        assert!(validate_product("Progress").is_err());
+        assert!(validate_product("orders").is_err());
+    }
+
+    #[test]
+    fn crash_points_round_trip() {
+        for s in [
+            "mid-stream",
+            "after-part:3",
+            "after-staging",
+            "after-publish",
+            "after-checkpoint",
+        ] {
+            assert_eq!(s.parse::<CrashPoint>().unwrap().to_string(), s);
+        }
+        assert!("after-part:0".parse::<CrashPoint>().is_err());
+        assert!("later".parse::<CrashPoint>().is_err());
+    }
+}

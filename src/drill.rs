@@ -1,0 +1,465 @@
+//! `landing drill`: rehearse the crash diagram against the operator's own store.
+//!
+//! In a scratch namespace `drills/<drill id>/` under the lake, for each crash point
+//! the drill publishes an old input, replaces it with a new one, runs the job as a
+//! child process that kills itself at that point, looks at what a reader would
+//! see, reruns the job plainly and checks the invariants:
+//! - the published name holds the old bytes or the complete new bytes, nothing else;
+//! - the checkpoint never names an input whose published bytes are absent;
+//! - after the rerun the state equals a clean run's;
+//! - no staging object or incomplete upload survives the rerun's sweep.
+//!
+//! It also drills a refusal (prohibited field) and an unchanged rerun (skip).
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use crate::config::{DrillConfig, Location};
+use crate::error::{Error, Result};
+use crate::identity::hex;
+use crate::pipeline::{new_run_id, open_store, Layout, Validator};
+use crate::store::{Condition, Store, SweepSpec};
+
+const NAME: &str = "drill.jsonl";
+
+/// One drilled scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub scenario: String,
+    /// What a reader saw under the published name after the crash (or the run).
+    pub visible_after: String,
+    /// What the checkpoint named after the crash (or the run).
+    pub checkpoint_after: String,
+    /// What the plain rerun did.
+    pub rerun: String,
+    pub held: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub drill_id: String,
+    pub lake: String,
+    pub input_bytes: u64,
+    pub rows: Vec<Row>,
+    pub passed: bool,
+}
+
+/// Published bytes for `input` as a clean run produces them (pure, in-process).
+fn expected_output(input: &[u8]) -> String {
+    let mut v = Validator::new(1 << 20, u64::MAX, input.len() as u64, 1);
+    let mut out = Sha256::new();
+    for chunk in input.chunks(1 << 20) {
+        v.feed(chunk);
+        out.update(&v.output()[..]);
+        v.output().clear();
+    }
+    v.finish();
+    out.update(&v.output()[..]);
+    hex(&out.finalize())
+}
+
+fn generated(size: u64, seed: u64) -> Vec<u8> {
+    let spec = crate::generate::Spec {
+        lines: size / 195 + 1,
+        duplicate_per_mille: 10,
+        malformed_per_mille: 0,
+        seed,
+    };
+    let mut v = Vec::with_capacity(size as usize + 4096);
+    // Writing into a Vec cannot fail.
+    let _ = crate::generate::generate(&spec, &mut v);
+    v
+}
+
+/// A scenario's own lake under the scratch namespace, and its store.
+struct Scratch {
+    lake: Location,
+    store: Arc<dyn Store>,
+    input_key: String,
+    layout: Layout,
+}
+
+impl Scratch {
+    fn input_arg(&self) -> String {
+        match &self.lake {
+            Location::Local(dir) => dir.join(&self.input_key).display().to_string(),
+            Location::S3 { bucket, key } => format!("s3://{bucket}/{key}/{}", self.input_key),
+        }
+    }
+
+    async fn put_input(&self, bytes: &[u8]) -> Result<()> {
+        self.store
+            .put_small(
+                &self.input_key,
+                Bytes::copy_from_slice(bytes),
+                Condition::None,
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// SHA-256 of the published output's bytes, or "absent".
+    async fn published(&self) -> Result<String> {
+        let mut r = match self.store.read(&self.layout.raw).await {
+            Ok(r) => r,
+            Err(Error::NotFound { .. }) => return Ok("absent".into()),
+            Err(e) => return Err(e),
+        };
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = r.body.read(&mut buf).await.map_err(|e| {
+                Error::store("read published", self.store.location(&self.layout.raw), e)
+            })?;
+            if n == 0 {
+                return Ok(hex(&h.finalize()));
+            }
+            h.update(&buf[..n]);
+        }
+    }
+
+    /// Input hash the checkpoint names, or "absent".
+    async fn checkpoint(&self) -> Result<String> {
+        Ok(
+            crate::checkpoint::read(&*self.store, &self.layout.checkpoint, "progress", NAME)
+                .await?
+                .map_or_else(|| "absent".into(), |c| c.record.input_sha256),
+        )
+    }
+
+    /// What a fresh sweep would still find: must be nothing after a rerun.
+    async fn leftovers(&self) -> Result<u64> {
+        let l = &self.layout;
+        let spec = SweepSpec {
+            dest_keys: vec![l.raw.clone(), l.quarantine.clone(), l.checkpoint.clone()],
+            staging_prefix: l.staging_prefix.clone(),
+            names: vec![l.input_name.clone(), l.quarantine_name.clone()],
+            keep_run_id: String::new(),
+            older_than: std::time::Duration::ZERO,
+        };
+        let r = self.store.sweep(&spec).await?;
+        Ok(r.aborted_uploads + r.deleted_objects)
+    }
+
+    async fn remove(&self) -> Result<()> {
+        if let Location::Local(dir) = &self.lake {
+            return std::fs::remove_dir_all(dir)
+                .or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(|e| Error::store("remove drill scratch", dir.display().to_string(), e));
+        }
+        let l = &self.layout;
+        for key in [
+            &self.input_key,
+            &l.raw,
+            &l.quarantine,
+            &l.checkpoint,
+            &l.lock,
+        ] {
+            self.store.delete(key).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Outcome of one child run.
+struct Child {
+    code: Option<i32>,
+    killed: bool,
+    action: String,
+    stderr: String,
+}
+
+async fn child(cfg: &DrillConfig, s: &Scratch, crash_at: Option<&str>) -> Result<Child> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::store("find own executable", "landing", e))?;
+    let lake = s.lake.to_string();
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args([
+        "run",
+        "--input",
+        &s.input_arg(),
+        "--lake",
+        &lake,
+        "--progress",
+        "never",
+    ])
+    .args(&cfg.child_args)
+    .env_remove("LANDING_CRASH_AT")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if let Some(p) = crash_at {
+        cmd.env("LANDING_CRASH_AT", p);
+    }
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| Error::store("run child", &lake, e))?;
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let action = serde_json::from_str::<serde_json::Value>(stdout.trim())
+        .ok()
+        .and_then(|v| v["action"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("exit {:?}", out.status.code()));
+    Ok(Child {
+        code: out.status.code(),
+        killed: out.status.signal() == Some(libc::SIGKILL),
+        action,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Hashes the drill compares against.
+struct Known {
+    old_in: String,
+    new_in: String,
+    old_out: String,
+    new_out: String,
+}
+
+impl Known {
+    fn name_out(&self, sha: &str) -> String {
+        match sha {
+            s if s == self.old_out => "old bytes".into(),
+            s if s == self.new_out => "new bytes".into(),
+            "absent" => "absent".into(),
+            _ => "OTHER BYTES".into(),
+        }
+    }
+
+    fn name_in(&self, sha: &str) -> String {
+        match sha {
+            s if s == self.old_in => "old".into(),
+            s if s == self.new_in => "new".into(),
+            "absent" => "absent".into(),
+            _ => "OTHER".into(),
+        }
+    }
+}
+
+async fn crash_scenario(
+    cfg: &DrillConfig,
+    s: &Scratch,
+    point: &str,
+    k: &Known,
+    inputs: (&[u8], &[u8]),
+) -> Result<Row> {
+    let mut violations = Vec::new();
+    s.put_input(inputs.0).await?;
+    let first = child(cfg, s, None).await?;
+    if first.code != Some(0) {
+        return Err(Error::Conflict(format!(
+            "drill setup run failed: {}",
+            first.stderr.trim()
+        )));
+    }
+    s.put_input(inputs.1).await?;
+    let crashed = child(cfg, s, Some(point)).await?;
+    if !crashed.killed {
+        violations.push(format!(
+            "the job did not reach crash point {point} (exit {:?})",
+            crashed.code
+        ));
+    }
+    let visible = s.published().await?;
+    let ckpt = s.checkpoint().await?;
+    if visible != k.old_out && visible != k.new_out {
+        violations.push("published name holds neither the old nor the complete new bytes".into());
+    }
+    if ckpt == k.new_in && visible != k.new_out {
+        violations.push("checkpoint names the new input but its bytes are not published".into());
+    }
+    let rerun = child(cfg, s, None).await?;
+    if rerun.code != Some(0) {
+        violations.push(format!("plain rerun failed: {}", rerun.stderr.trim()));
+    }
+    if s.published().await? != k.new_out || s.checkpoint().await? != k.new_in {
+        violations.push("after the rerun the state differs from a clean run's".into());
+    }
+    if s.leftovers().await? > 0 {
+        violations.push("staging leftovers survived the rerun's sweep".into());
+    }
+    Ok(Row {
+        scenario: format!("crash {point}"),
+        visible_after: k.name_out(&visible),
+        checkpoint_after: k.name_in(&ckpt),
+        rerun: rerun.action,
+        held: violations.is_empty(),
+        violations,
+    })
+}
+
+async fn refusal_and_skip(
+    cfg: &DrillConfig,
+    s: &Scratch,
+    k: &Known,
+    inputs: (&[u8], &[u8]),
+) -> Result<Vec<Row>> {
+    s.put_input(inputs.0).await?;
+    let first = child(cfg, s, None).await?;
+    if first.code != Some(0) {
+        return Err(Error::Conflict(format!(
+            "drill setup run failed: {}",
+            first.stderr.trim()
+        )));
+    }
+    let mut bad = inputs.1.to_vec();
+    bad.extend_from_slice(b"{\"event_id\":\"x\",\"email\":\"drill@example.invalid\"}\n");
+    s.put_input(&bad).await?;
+    let refused = child(cfg, s, None).await?;
+    let (visible, ckpt) = (s.published().await?, s.checkpoint().await?);
+    let mut v = Vec::new();
+    if refused.code != Some(crate::EXIT_REFUSED) {
+        v.push(format!("expected exit 65, got {:?}", refused.code));
+    }
+    if visible != k.old_out || ckpt != k.old_in {
+        v.push("the refusal changed the published object or the checkpoint".into());
+    }
+    if s.leftovers().await? > 0 {
+        v.push("the refusal left staging behind".into());
+    }
+    let refusal = Row {
+        scenario: "refusal (prohibited field)".into(),
+        visible_after: k.name_out(&visible),
+        checkpoint_after: k.name_in(&ckpt),
+        rerun: refused.action,
+        held: v.is_empty(),
+        violations: v,
+    };
+    s.put_input(inputs.0).await?;
+    let before = s.store.head(&s.layout.raw).await?;
+    let skip = child(cfg, s, None).await?;
+    let mut v = Vec::new();
+    if skip.action != "skipped" {
+        v.push(format!("expected a skip, got {}", skip.action));
+    }
+    if s.store.head(&s.layout.raw).await? != before {
+        v.push("the skip rewrote the published object".into());
+    }
+    let skip_row = Row {
+        scenario: "unchanged rerun".into(),
+        visible_after: k.name_out(&s.published().await?),
+        checkpoint_after: k.name_in(&s.checkpoint().await?),
+        rerun: skip.action,
+        held: v.is_empty(),
+        violations: v,
+    };
+    Ok(vec![refusal, skip_row])
+}
+
+async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<Scratch> {
+    let lake = match &cfg.lake {
+        Location::Local(dir) => Location::Local(dir.join("drills").join(drill_id).join(scenario)),
+        Location::S3 { bucket, key } => {
+            let prefix = [key.as_str(), "drills", drill_id, scenario]
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join("/");
+            Location::S3 {
+                bucket: bucket.clone(),
+                key: prefix,
+            }
+        }
+    };
+    let store = open_store(&lake, &cfg.s3).await?;
+    Ok(Scratch {
+        lake,
+        store,
+        input_key: format!("inbox/{NAME}"),
+        layout: Layout::new("progress", NAME),
+    })
+}
+
+/// Run every scenario; `passed` is true only if every invariant held.
+pub async fn drill(cfg: &DrillConfig) -> Result<Report> {
+    let drill_id = new_run_id();
+    let old_in = generated(cfg.size / 4, 1);
+    let new_in = generated(cfg.size, 2);
+    let known = Known {
+        old_in: hex(&Sha256::digest(&old_in)),
+        new_in: hex(&Sha256::digest(&new_in)),
+        old_out: expected_output(&old_in),
+        new_out: expected_output(&new_in),
+    };
+    let mut points = vec!["mid-stream"];
+    if matches!(cfg.lake, Location::S3 { .. }) {
+        points.push("after-part:1");
+    }
+    points.extend(["after-staging", "after-publish", "after-checkpoint"]);
+    let mut rows = Vec::new();
+    for point in points {
+        let s = scratch(cfg, &drill_id, &point.replace(':', "-")).await?;
+        tracing::info!(drill_id = %drill_id, scenario = point, "drilling");
+        rows.push(crash_scenario(cfg, &s, point, &known, (&old_in, &new_in)).await?);
+        if !cfg.keep {
+            s.remove().await?;
+        }
+    }
+    let s = scratch(cfg, &drill_id, "refusal").await?;
+    rows.extend(refusal_and_skip(cfg, &s, &known, (&old_in, &new_in)).await?);
+    if !cfg.keep {
+        s.remove().await?;
+        if let Location::Local(dir) = &cfg.lake {
+            let _ = std::fs::remove_dir(dir.join("drills").join(&drill_id));
+            let _ = std::fs::remove_dir(dir.join("drills"));
+        }
+    }
+    Ok(Report {
+        passed: rows.iter().all(|r| r.held),
+        drill_id,
+        lake: cfg.lake.to_string(),
+        input_bytes: new_in.len() as u64,
+        rows,
+    })
+}
+
+impl Report {
+    /// The human table.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "drill {} against {} ({} bytes of input)\n{:<28} {:<14} {:<12} {:<10} {}\n",
+            self.drill_id,
+            self.lake,
+            self.input_bytes,
+            "scenario",
+            "visible after",
+            "checkpoint",
+            "rerun",
+            "invariants"
+        );
+        for r in &self.rows {
+            s.push_str(&format!(
+                "{:<28} {:<14} {:<12} {:<10} {}\n",
+                r.scenario,
+                r.visible_after,
+                r.checkpoint_after,
+                r.rerun,
+                if r.held {
+                    "held".to_owned()
+                } else {
+                    format!("BROKEN: {}", r.violations.join("; "))
+                }
+            ));
+        }
+        s.push_str(if self.passed {
+            "all invariants held\n"
+        } else {
+            "INVARIANTS BROKEN\n"
+        });
+        s
+    }
+}

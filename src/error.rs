@@ -1,0 +1,146 @@
+//! The one public error type. Variants say what happened in terms a caller can act
+//! on; backends keep their precise errors private and map them here.
+
+use std::fmt;
+
+/// A boxed source error from a backend or the OS.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The object or file does not exist.
+    #[error("not found: {location}")]
+    NotFound { location: String },
+
+    /// A conditional write lost: another writer changed the object since we read it.
+    #[error("precondition failed on {location}: another writer changed it")]
+    Precondition { location: String },
+
+    /// Another run holds the lease for this (product, input).
+    #[error("busy: {location} is held by run {holder} until {expires_at}")]
+    Busy {
+        location: String,
+        holder: String,
+        expires_at: String,
+    },
+
+    /// Configuration or usage problem, detected before anything is touched.
+    #[error("configuration: {0}")]
+    Config(String),
+
+    /// A stored record (checkpoint, lease) exists but cannot be understood.
+    #[error("corrupt {what} at {location}: {reason}")]
+    Corrupt {
+        what: &'static str,
+        location: String,
+        reason: String,
+    },
+
+    /// The store or file system failed an operation.
+    #[error("{op} {location}")]
+    Store {
+        op: &'static str,
+        location: String,
+        #[source]
+        source: BoxError,
+    },
+
+    /// The run failed at a named step; wraps the cause.
+    #[error("run of {input} failed at step {step}")]
+    Run {
+        input: String,
+        step: Step,
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// The state after the run is not the one the contract promises (for example the
+    /// checkpoint was moved by another writer to different bytes).
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl Error {
+    pub fn store(
+        op: &'static str,
+        location: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Store {
+            op,
+            location: location.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The innermost error, skipping `Run` wrappers.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Run { source, .. } => source.root(),
+            other => other,
+        }
+    }
+
+    /// Process exit code for this error (DESIGN.md section 4).
+    pub fn exit_code(&self) -> i32 {
+        match self.root() {
+            Error::Busy { .. } => crate::EXIT_BUSY,
+            Error::Config(_) => crate::EXIT_USAGE,
+            _ => crate::EXIT_FAILURE,
+        }
+    }
+}
+
+/// The named stages of a run, used to say where an operational failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Connect,
+    Lease,
+    ReadCheckpoint,
+    Sweep,
+    Hash,
+    Stream,
+    Stage,
+    Publish,
+    Checkpoint,
+    Cleanup,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Step::Connect => "connect",
+            Step::Lease => "lease",
+            Step::ReadCheckpoint => "read-checkpoint",
+            Step::Sweep => "sweep",
+            Step::Hash => "hash",
+            Step::Stream => "stream",
+            Step::Stage => "stage",
+            Step::Publish => "publish",
+            Step::Checkpoint => "checkpoint",
+            Step::Cleanup => "cleanup",
+        })
+    }
+}
+
+/// Attach the step and input to an error.
+pub(crate) trait StepExt<T> {
+    fn at(self, step: Step, input: &str) -> Result<T>;
+}
+
+impl<T> StepExt<T> for Result<T> {
+    fn at(self, step: Step, input: &str) -> Result<T> {
+        self.map_err(|e| match e {
+            // Busy and Config are already complete answers; keep them as they are.
+            e @ (Error::Busy { .. } | Error::Config(_) | Error::Run { .. }) => e,
+            e => Error::Run {
+                input: input.to_owned(),
+                step,
+                source: Box::new(e),
+            },
+        })
+    }
+}

@@ -1,0 +1,53 @@
+//! `landing` lands one closed JSONL file of learner progress events from an inbox
+//! into the raw zone of a data lake, under a run contract: a retry, a crash at any
+//! instant, an overlapping run or a bad file never doubles, tears or leaks data.
+//!
+//! Module map, in the order a run meets them:
+//!
+//! - [`cli`]: the command line (`run`, `check`) and the outcome → exit code mapping.
+//! - [`config`]: the only reader of the environment; builds the [`config::Config`]
+//!   every other function takes.
+//! - [`lease`]: one run per (product, input) at a time; exclusive create on a local
+//!   disk, `If-None-Match: *` on S3, with an expiry.
+//! - [`checkpoint`]: the record of the last success, read at start, written last
+//!   with compare-and-swap.
+//! - [`contract`]: pure line framing and validation of the progress-event contract.
+//! - [`identity`]: digests of canonical events and the fixed-size dedup index.
+//! - [`pipeline`]: the run as named stages (lease, checkpoint, sweep, hash, stream,
+//!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait.
+//! - [`store`]: the narrow storage trait and its `local` and `s3` backends.
+//! - [`summary`]: the one-line JSON summary printed on stdout.
+//! - [`progress`]: progress bar on a terminal, periodic log lines otherwise.
+//! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.
+//! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
+//! - [`error`]: the public error enum.
+
+pub mod checkpoint;
+pub mod cli;
+pub mod config;
+pub mod contract;
+pub mod drill;
+pub mod error;
+pub mod generate;
+pub mod identity;
+pub mod lease;
+pub mod pipeline;
+pub mod progress;
+pub mod store;
+pub mod summary;
+
+pub use error::{Error, Result};
+
+/// Exit code: published, skipped or checked.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: any operational failure.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code: usage or configuration error.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code: the file was refused (sysexits EX_DATAERR).
+pub const EXIT_REFUSED: i32 = 65;
+/// Exit code: another run holds the lease (sysexits EX_TEMPFAIL).
+pub const EXIT_BUSY: i32 = 75;
+
+/// Version recorded in checkpoints.
+pub const JOB_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,66 @@
+//! Thin entry point: parse, set up logging, run, print the summary, map the
+//! outcome to an exit code, print the error chain.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use landing::cli::{self, Cli};
+use landing::config::LogFormat;
+use tracing_subscriber::EnvFilter;
+
+fn init_tracing(format: LogFormat, level: &str) {
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+}
+
+fn main() -> ExitCode {
+    // clap prints usage errors and exits with code 2 itself.
+    let cli = Cli::parse();
+    init_tracing(cli.log_format(), cli.log_level());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("landing: error: cannot start the async runtime: {e}");
+            return ExitCode::from(landing::EXIT_FAILURE as u8);
+        }
+    };
+    match runtime.block_on(cli::execute(&cli)) {
+        Ok(cli::Outcome::Summary(summary)) => {
+            println!("{}", summary.to_json());
+            ExitCode::from(summary.exit_code() as u8)
+        }
+        Ok(cli::Outcome::Generated) => ExitCode::SUCCESS,
+        Ok(cli::Outcome::Drill(report, json)) => {
+            if json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                print!("{}", report.table());
+            }
+            if report.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(landing::EXIT_FAILURE as u8)
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "run failed");
+            eprintln!("landing: error: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The one JSON line a run prints on stdout (DESIGN.md section 4). It carries
+//! identifiers, counts, paths and reasons, never an event's content.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Published,
+    Skipped,
+    Refused,
+    /// `landing check`: validated, nothing written.
+    Checked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalKind {
+    ProhibitedField,
+    IdCollision,
+    RejectCap,
+}
+
+/// Why a file was refused, and the physical line that decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    pub kind: RefusalKind,
+    pub line: u64,
+    /// For `prohibited_field`: the field's name (never its value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<&'static str>,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            RefusalKind::ProhibitedField => "prohibited_field",
+            RefusalKind::IdCollision => "id_collision",
+            RefusalKind::RejectCap => "reject_cap",
+        };
+        write!(f, "{kind} at line {}", self.line)?;
+        if let Some(field) = self.field {
+            write!(f, " (field {field})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One quarantined line: its number and reason code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejected {
+    pub line: u64,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub run_id: String,
+    pub product: String,
+    pub input: String,
+    pub input_sha256: String,
+    pub action: Action,
+    pub accepted_rows: u64,
+    pub rejected_rows: u64,
+    pub duplicate_rows: u64,
+    pub published_path: Option<String>,
+    pub quarantine_path: Option<String>,
+    pub checkpoint_moved: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Refusal>,
+    /// `landing check` only: the first quarantined lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantine_reasons: Option<Vec<Rejected>>,
+}
+
+impl Summary {
+    /// Exit code for this outcome.
+    pub fn exit_code(&self) -> i32 {
+        if self.reason.is_some() {
+            crate::EXIT_REFUSED
+        } else {
+            crate::EXIT_OK
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        // A struct of strings, numbers and enums always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}

@@ -1,0 +1,131 @@
+//! Crash points: the job is killed (SIGKILL, via the drill switch `LANDING_CRASH_AT`)
+//! at each named stage while replacing a previous publish. After each, what a reader
+//! sees must be the old bytes or the complete new bytes, the checkpoint never names
+//! bytes that are not published, and a plain rerun ends in the state of a clean run
+//! with no staging left behind (DESIGN.md section 1, crash table).
+
+mod harness;
+
+use harness::*;
+
+const NAME: &str = "progress-2026-03-04.jsonl";
+const RAW: &str = "raw/progress/progress-2026-03-04.jsonl";
+const CKPT: &str = "checkpoints/progress/progress-2026-03-04.jsonl.json";
+
+/// Published bytes of a clean run of `input` in a fresh local lake.
+fn clean_output(input: &[u8]) -> Vec<u8> {
+    let w = World::new(Kind::Local, "reference");
+    let arg = w.put_input(NAME, input);
+    let r = w.run(&arg, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    w.get(RAW).unwrap()
+}
+
+fn ckpt_sha(w: &World) -> Option<String> {
+    w.get(CKPT).map(|b| {
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        v["input_sha256"].as_str().unwrap().to_owned()
+    })
+}
+
+/// What the crash table promises right after the crash.
+enum Expect {
+    /// Old publish intact, checkpoint old.
+    Old,
+    /// New publish, checkpoint still old.
+    NewUnmarked,
+    /// New publish, new checkpoint.
+    NewMarked,
+}
+
+fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
+    let old_in = generated(2_000, 11);
+    // ~12 MiB: several 5 MiB parts on S3, several 1 MiB flushes locally.
+    let new_in = generated(60_000, 12);
+    let (old_out, new_out) = (clean_output(&old_in), clean_output(&new_in));
+    let mut w = World::new(kind, &format!("crash-{point}"));
+    w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    let input = w.put_input(NAME, &old_in);
+    assert_eq!(w.run(&input, &[]).code, Some(0));
+    w.put_input(NAME, &new_in);
+
+    let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", point)]);
+    assert_eq!(
+        crashed.signal,
+        Some(9),
+        "expected a SIGKILL at {point}: {:?}\n{}",
+        crashed.code,
+        crashed.stderr
+    );
+
+    let raw = w
+        .get(RAW)
+        .expect("a published object exists after the crash");
+    let sha = ckpt_sha(&w).expect("a checkpoint exists after the crash");
+    assert!(
+        raw == old_out || raw == new_out,
+        "published bytes are neither old nor new after {point}"
+    );
+    match expect {
+        Expect::Old => {
+            assert!(
+                raw == old_out,
+                "old publish replaced before the publish step"
+            );
+            assert_eq!(sha, sha256(&old_in));
+        }
+        Expect::NewUnmarked => {
+            assert!(raw == new_out);
+            assert_eq!(sha, sha256(&old_in));
+        }
+        Expect::NewMarked => {
+            assert!(raw == new_out);
+            assert_eq!(sha, sha256(&new_in));
+        }
+    }
+
+    let rerun = w.run(&input, &[]);
+    assert_eq!(rerun.code, Some(0), "rerun after {point}: {}", rerun.stderr);
+    let expected_action = if matches!(expect, Expect::NewMarked) {
+        "skipped"
+    } else {
+        "published"
+    };
+    assert_eq!(rerun.action(), expected_action);
+    assert!(w.get(RAW).unwrap() == new_out);
+    assert_eq!(ckpt_sha(&w).unwrap(), sha256(&new_in));
+    assert!(
+        w.leftovers().is_empty(),
+        "leftovers after rerun: {:?}",
+        w.leftovers()
+    );
+    // Another plain rerun is a skip: the state equals a clean run's.
+    assert_eq!(w.run(&input, &[]).action(), "skipped");
+}
+
+macro_rules! crash_tests {
+    ($($name:ident: $point:literal => $expect:expr, [$($backend:ident),*];)*) => {$(
+        mod $name {
+            use super::*;
+            $(
+                #[test]
+                fn $backend() {
+                    let kind = match stringify!($backend) {
+                        "local" => Kind::Local,
+                        "seaweed" => Kind::S3(Server::Seaweed),
+                        _ => Kind::S3(Server::Moto),
+                    };
+                    crash_then_rerun(kind, $point, $expect)
+                }
+            )*
+        }
+    )*};
+}
+
+crash_tests! {
+    mid_stream: "mid-stream" => Expect::Old, [local, seaweed, moto];
+    after_part: "after-part:1" => Expect::Old, [seaweed, moto];
+    after_staging: "after-staging" => Expect::Old, [local, seaweed, moto];
+    after_publish: "after-publish" => Expect::NewUnmarked, [local, seaweed, moto];
+    after_checkpoint: "after-checkpoint" => Expect::NewMarked, [local, seaweed, moto];
+}

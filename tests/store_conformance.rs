@@ -1,0 +1,796 @@
+//! Store conformance: every behaviour the run contract relies on, asserted once and run
+//! against every backend — a local folder, SeaweedFS and moto. The S3 servers come from
+//! `scripts/test-servers` (`scripts/test-servers -- cargo test --test store_conformance`);
+//! without them the S3 tests fail, they do not skip. Each test gets its own bucket (or
+//! temp folder), so tests run in parallel without sharing state.
+
+#[path = "common/s3.rs"]
+mod s3_env;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aws_sdk_s3::Client;
+use bytes::Bytes;
+use landing::config::{ChecksumMode, S3Config};
+use landing::store::local::LocalStore;
+use landing::store::s3::S3Store;
+use landing::store::{Condition, StageSpec, Staged, Store, SweepSpec, Upload};
+use landing::Error;
+use s3_env::Server;
+use tokio::io::AsyncReadExt;
+
+const MIB: usize = 1 << 20;
+/// Every S3 fixture keeps its lake under this prefix, so prefix joining is exercised.
+const S3_PREFIX: &str = "lake";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Local,
+    S3(Server),
+}
+
+/// One backend, empty, for one test.
+struct Fixture {
+    backend: Backend,
+    /// Local: the temp folder holding the lake.
+    dir: Option<tempfile::TempDir>,
+    /// S3: SDK configuration, raw client and bucket.
+    s3: Option<S3Target>,
+}
+
+struct S3Target {
+    sdk: aws_config::SdkConfig,
+    client: Client,
+    bucket: String,
+}
+
+impl Fixture {
+    async fn new(backend: Backend, test: &str) -> Self {
+        match backend {
+            Backend::Local => Fixture {
+                backend,
+                dir: Some(tempfile::tempdir().expect("temp dir")),
+                s3: None,
+            },
+            Backend::S3(server) => {
+                let sdk = server.sdk_config().await;
+                let (client, bucket) = server.fresh_bucket(test).await;
+                Fixture {
+                    backend,
+                    dir: None,
+                    s3: Some(S3Target {
+                        sdk,
+                        client,
+                        bucket,
+                    }),
+                }
+            }
+        }
+    }
+
+    fn is_s3(&self) -> bool {
+        matches!(self.backend, Backend::S3(_))
+    }
+
+    fn lake_dir(&self) -> PathBuf {
+        self.dir
+            .as_ref()
+            .expect("local fixture")
+            .path()
+            .join("lake")
+    }
+
+    /// The store under test with the test S3 settings.
+    fn store(&self) -> Box<dyn Store> {
+        self.store_with(&s3_env::test_s3_config())
+    }
+
+    /// The store under test with explicit S3 settings (ignored by the local backend).
+    fn store_with(&self, cfg: &S3Config) -> Box<dyn Store> {
+        match &self.s3 {
+            None => Box::new(LocalStore::new(self.lake_dir())),
+            Some(t) => Box::new(S3Store::from_sdk_config(&t.sdk, &t.bucket, S3_PREFIX, cfg)),
+        }
+    }
+
+    /// Keys of incomplete multipart uploads in the bucket (relative to the lake).
+    async fn incomplete_uploads(&self) -> BTreeSet<String> {
+        let t = self.s3.as_ref().expect("S3 fixture");
+        let out = t
+            .client
+            .list_multipart_uploads()
+            .bucket(&t.bucket)
+            .send()
+            .await
+            .expect("ListMultipartUploads");
+        assert!(
+            !out.is_truncated().unwrap_or(false),
+            "more uploads than one page"
+        );
+        out.uploads()
+            .iter()
+            .filter_map(|u| u.key())
+            .map(|k| relative(k).to_owned())
+            .collect()
+    }
+
+    /// Every stored object (S3) or file (local), relative to the lake. Local lock
+    /// sidecars (`.<name>.cas`) are not data and are left out.
+    async fn all_keys(&self) -> BTreeSet<String> {
+        match &self.s3 {
+            Some(t) => {
+                let mut keys = BTreeSet::new();
+                let mut pages = t
+                    .client
+                    .list_objects_v2()
+                    .bucket(&t.bucket)
+                    .into_paginator()
+                    .send();
+                while let Some(page) = pages.next().await {
+                    for o in page.expect("ListObjectsV2").contents() {
+                        keys.insert(relative(o.key().expect("key")).to_owned());
+                    }
+                }
+                keys
+            }
+            None => {
+                let root = self.lake_dir();
+                let mut keys = BTreeSet::new();
+                walk(&root, &root, &mut keys);
+                keys.retain(|k| !k.ends_with(".cas"));
+                keys
+            }
+        }
+    }
+}
+
+fn relative(key: &str) -> &str {
+    key.strip_prefix(S3_PREFIX)
+        .and_then(|k| k.strip_prefix('/'))
+        .unwrap_or(key)
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let entry = entry.expect("dir entry");
+        let path = entry.path();
+        if entry.file_type().expect("file type").is_dir() {
+            walk(root, &path, out);
+        } else {
+            let rel = path.strip_prefix(root).expect("under root");
+            out.insert(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Deterministic, non-repeating bytes (xorshift), so a misplaced or reordered part
+/// cannot go unnoticed.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn spec(name: &str, run_id: &str) -> StageSpec {
+    StageSpec {
+        dest_key: format!("raw/progress/{name}"),
+        run_id: run_id.to_owned(),
+        staging_key: format!("staging/progress/{run_id}/{name}"),
+    }
+}
+
+/// Stage `data`, written in chunks of `chunk` bytes, and complete it.
+async fn stage_bytes(store: &dyn Store, spec: &StageSpec, data: &[u8], chunk: usize) -> Staged {
+    let mut up = store.stage(spec).await.expect("stage");
+    let data = Bytes::copy_from_slice(data);
+    let mut at = 0;
+    while at < data.len() {
+        let end = (at + chunk).min(data.len());
+        up.write(data.slice(at..end)).await.expect("write");
+        at = end;
+    }
+    let staged = up.complete().await.expect("complete");
+    assert_eq!(staged.size, data.len() as u64, "staged size");
+    assert_eq!(staged.dest_key, spec.dest_key);
+    staged
+}
+
+async fn read_all(store: &dyn Store, key: &str) -> Vec<u8> {
+    let mut r = store.read(key).await.expect("read");
+    let mut out = Vec::new();
+    r.body.read_to_end(&mut out).await.expect("read body");
+    assert_eq!(out.len() as u64, r.size, "read size matches the bytes");
+    out
+}
+
+/// Stage, promote and read back `data` under `name`; check what head and promote say.
+async fn round_trip(fx: &Fixture, store: &dyn Store, name: &str, data: &[u8], chunk: usize) {
+    let spec = spec(name, "run-1");
+    let staged = stage_bytes(store, &spec, data, chunk).await;
+    let meta = store.promote(&staged).await.expect("promote");
+    assert_eq!(meta.size, data.len() as u64);
+    if fx.is_s3() {
+        assert!(meta.etag.is_some(), "S3 promote returns the ETag");
+    }
+    let head = store
+        .head(&spec.dest_key)
+        .await
+        .expect("head")
+        .expect("published");
+    assert_eq!(head, meta, "head matches what promote verified");
+    assert!(
+        read_all(store, &spec.dest_key).await == data,
+        "published bytes differ"
+    );
+    store.discard(&staged).await.expect("discard");
+    assert!(
+        read_all(store, &spec.dest_key).await == data,
+        "discard touched the publish"
+    );
+}
+
+fn assert_precondition<T: std::fmt::Debug>(r: landing::Result<T>, what: &str) {
+    match r {
+        Err(Error::Precondition { .. }) => {}
+        other => panic!("{what}: expected Precondition, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The cases.
+
+async fn location_names_the_object(fx: &Fixture) {
+    let store = fx.store();
+    let loc = store.location("raw/progress/a.jsonl");
+    match &fx.s3 {
+        Some(t) => assert_eq!(loc, format!("s3://{}/lake/raw/progress/a.jsonl", t.bucket)),
+        None => assert!(loc.ends_with("lake/raw/progress/a.jsonl"), "{loc}"),
+    }
+}
+
+async fn conditional_create_twice_is_precondition(fx: &Fixture) {
+    let store = fx.store();
+    let key = "checkpoints/progress/a.jsonl.json";
+    let v1 = store
+        .put_small(key, Bytes::from_static(b"first"), Condition::IfAbsent)
+        .await
+        .expect("first create");
+    assert_precondition(
+        store
+            .put_small(key, Bytes::from_static(b"second"), Condition::IfAbsent)
+            .await,
+        "second create",
+    );
+    let got = store.get_small(key).await.expect("get").expect("exists");
+    assert_eq!(&got.bytes[..], b"first");
+    assert_eq!(got.version, v1);
+}
+
+async fn if_match_current_version_replaces(fx: &Fixture) {
+    let store = fx.store();
+    let key = "checkpoints/progress/a.jsonl.json";
+    let v1 = store
+        .put_small(key, Bytes::from_static(b"one"), Condition::IfAbsent)
+        .await
+        .expect("create");
+    let read = store.get_small(key).await.expect("get").expect("exists");
+    assert_eq!(
+        read.version, v1,
+        "get_small returns the version put_small returned"
+    );
+    let v2 = store
+        .put_small(
+            key,
+            Bytes::from_static(b"two"),
+            Condition::IfMatch(read.version),
+        )
+        .await
+        .expect("replace current version");
+    assert_ne!(v1, v2, "a replace yields a new version");
+    let got = store.get_small(key).await.expect("get").expect("exists");
+    assert_eq!(&got.bytes[..], b"two");
+    assert_eq!(got.version, v2);
+}
+
+async fn if_match_stale_version_is_precondition(fx: &Fixture) {
+    let store = fx.store();
+    let key = "checkpoints/progress/a.jsonl.json";
+    let v1 = store
+        .put_small(key, Bytes::from_static(b"one"), Condition::IfAbsent)
+        .await
+        .expect("create");
+    let v2 = store
+        .put_small(
+            key,
+            Bytes::from_static(b"two"),
+            Condition::IfMatch(v1.clone()),
+        )
+        .await
+        .expect("replace");
+    assert_precondition(
+        store
+            .put_small(key, Bytes::from_static(b"three"), Condition::IfMatch(v1))
+            .await,
+        "replace of a stale version",
+    );
+    let got = store.get_small(key).await.expect("get").expect("exists");
+    assert_eq!(&got.bytes[..], b"two", "a lost condition writes nothing");
+    assert_eq!(got.version, v2);
+}
+
+async fn if_match_missing_key_is_precondition(fx: &Fixture) {
+    let store = fx.store();
+    let key = "checkpoints/progress/gone.jsonl.json";
+    // A version that once existed: create, read, delete.
+    let v = store
+        .put_small(key, Bytes::from_static(b"was"), Condition::IfAbsent)
+        .await
+        .expect("create");
+    store.delete(key).await.expect("delete");
+    assert_precondition(
+        store
+            .put_small(key, Bytes::from_static(b"now"), Condition::IfMatch(v))
+            .await,
+        "If-Match on a missing key",
+    );
+    assert!(
+        store.get_small(key).await.expect("get").is_none(),
+        "nothing written"
+    );
+}
+
+async fn get_small_missing_is_none(fx: &Fixture) {
+    let store = fx.store();
+    assert!(store
+        .get_small("checkpoints/progress/none.json")
+        .await
+        .expect("get")
+        .is_none());
+}
+
+async fn head_missing_is_none(fx: &Fixture) {
+    let store = fx.store();
+    assert!(store
+        .head("raw/progress/none.jsonl")
+        .await
+        .expect("head")
+        .is_none());
+}
+
+async fn delete_missing_is_ok_and_delete_removes(fx: &Fixture) {
+    let store = fx.store();
+    store
+        .delete("locks/progress/none.lock")
+        .await
+        .expect("delete of a missing key");
+    let key = "locks/progress/a.jsonl.lock";
+    store
+        .put_small(key, Bytes::from_static(b"held"), Condition::None)
+        .await
+        .expect("put");
+    store.delete(key).await.expect("delete");
+    assert!(store.head(key).await.expect("head").is_none());
+}
+
+async fn read_streams_the_bytes(fx: &Fixture) {
+    let store = fx.store();
+    let key = "inbox/a.jsonl";
+    let data = pattern(3 * MIB + 17, 1);
+    store
+        .put_small(key, Bytes::from(data.clone()), Condition::None)
+        .await
+        .expect("put");
+    let mut r = store.read(key).await.expect("read");
+    assert_eq!(r.size, data.len() as u64);
+    // Read in small pieces, as the pipeline does.
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.body.read(&mut buf).await.expect("read body");
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got == data, "streamed bytes differ");
+}
+
+async fn read_missing_is_not_found(fx: &Fixture) {
+    let store = fx.store();
+    match store.read("inbox/none.jsonl").await {
+        Err(Error::NotFound { location }) => {
+            assert!(location.contains("inbox/none.jsonl"), "{location}")
+        }
+        Err(e) => panic!("expected NotFound, got {e:?}"),
+        Ok(_) => panic!("expected NotFound, got a reader"),
+    }
+}
+
+async fn stage_complete_promote_publishes_exact_bytes(fx: &Fixture) {
+    let store = fx.store();
+    let data = pattern(300_001, 2);
+    round_trip(fx, &*store, "a.jsonl", &data, 4096).await;
+}
+
+async fn staged_object_is_invisible_before_promote(fx: &Fixture) {
+    let store = fx.store();
+    let spec = spec("a.jsonl", "run-1");
+    let data = pattern(10_000, 3);
+    let mut up = store.stage(&spec).await.expect("stage");
+    up.write(Bytes::from(data.clone())).await.expect("write");
+    assert!(store.head(&spec.dest_key).await.expect("head").is_none());
+    let staged = up.complete().await.expect("complete");
+    assert!(
+        store.head(&spec.dest_key).await.expect("head").is_none(),
+        "staged bytes are visible at the destination before promote"
+    );
+    assert!(matches!(
+        store.read(&spec.dest_key).await,
+        Err(Error::NotFound { .. })
+    ));
+    store.promote(&staged).await.expect("promote");
+    assert!(read_all(&*store, &spec.dest_key).await == data);
+}
+
+async fn abort_leaves_nothing_behind(fx: &Fixture) {
+    let store = fx.store();
+    let spec = spec("a.jsonl", "run-1");
+    let mut up = store.stage(&spec).await.expect("stage");
+    // More than one 5 MiB part, so a part is in flight or uploaded when aborting.
+    let data = Bytes::from(pattern(6 * MIB, 4));
+    up.write(data.slice(..3 * MIB)).await.expect("write");
+    up.write(data.slice(3 * MIB..)).await.expect("write");
+    up.abort().await.expect("abort");
+    assert!(store.head(&spec.dest_key).await.expect("head").is_none());
+    if fx.is_s3() {
+        assert_eq!(
+            fx.incomplete_uploads().await,
+            BTreeSet::new(),
+            "incomplete uploads"
+        );
+    }
+    assert_eq!(
+        fx.all_keys().await,
+        BTreeSet::new(),
+        "objects or files left"
+    );
+}
+
+async fn multi_part_staging_round_trips(fx: &Fixture) {
+    // 12 MiB in 5 MiB parts (5 + 5 + 2), written in odd chunks so part boundaries fall
+    // inside writes; one write larger than a part takes the no-copy path.
+    let store = fx.store();
+    let data = pattern(12 * MIB, 5);
+    let spec = spec("a.jsonl", "run-1");
+    let mut up = store.stage(&spec).await.expect("stage");
+    let bytes = Bytes::from(data.clone());
+    up.write(bytes.slice(..700_001)).await.expect("write");
+    up.write(bytes.slice(700_001..1_000_000))
+        .await
+        .expect("write");
+    up.write(bytes.slice(1_000_000..1_000_000 + 6 * MIB))
+        .await
+        .expect("write");
+    let mut at = 1_000_000 + 6 * MIB;
+    while at < data.len() {
+        let end = (at + 333_333).min(data.len());
+        up.write(bytes.slice(at..end)).await.expect("write");
+        at = end;
+    }
+    let staged = up.complete().await.expect("complete");
+    assert_eq!(staged.size, data.len() as u64);
+    let meta = store.promote(&staged).await.expect("promote");
+    assert_eq!(meta.size, data.len() as u64);
+    assert!(
+        read_all(&*store, &spec.dest_key).await == data,
+        "published bytes differ"
+    );
+    if fx.is_s3() {
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+}
+
+async fn empty_output_round_trips(fx: &Fixture) {
+    let store = fx.store();
+    round_trip(fx, &*store, "empty.jsonl", &[], 1).await;
+    if fx.is_s3() {
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+}
+
+async fn multipart_copy_promotion_round_trips(fx: &Fixture) {
+    let cfg = S3Config {
+        copy_threshold: 6 << 20,
+        ..s3_env::test_s3_config()
+    };
+    let store = fx.store_with(&cfg);
+    let data = pattern(12 * MIB, 6);
+    round_trip(fx, &*store, "big día+1.jsonl", &data, MIB).await;
+    if fx.is_s3() {
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+}
+
+async fn odd_keys_round_trip(fx: &Fixture) {
+    let store = fx.store();
+    for (i, name) in ["día 1+2.jsonl", "c++ 100%~x.jsonl", "a=b&c;d,e@f$g.jsonl"]
+        .into_iter()
+        .enumerate()
+    {
+        let data = pattern(1000 + i, 7 + i as u64);
+        round_trip(fx, &*store, name, &data, 333).await;
+        let ck = format!("checkpoints/progress/{name}.json");
+        let v = store
+            .put_small(&ck, Bytes::from_static(b"{}"), Condition::IfAbsent)
+            .await
+            .expect("put odd checkpoint");
+        store
+            .put_small(&ck, Bytes::from_static(b"{ }"), Condition::IfMatch(v))
+            .await
+            .expect("replace odd checkpoint");
+        let got = store.get_small(&ck).await.expect("get").expect("exists");
+        assert_eq!(&got.bytes[..], b"{ }");
+    }
+    let keys = fx.all_keys().await;
+    assert!(
+        keys.contains("raw/progress/día 1+2.jsonl"),
+        "stored under its exact name: {keys:?}"
+    );
+}
+
+async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
+    let store = fx.store();
+    // Leftovers of a crash: an incomplete upload (run-old), a completed staging object
+    // never cleaned up (run-old2), the current run's own upload, and another input's.
+    let old_upload = store
+        .stage(&spec("a.jsonl", "run-old"))
+        .await
+        .expect("stage");
+    let mut old_upload = old_upload;
+    old_upload
+        .write(Bytes::from_static(b"{\"x\":1}\n"))
+        .await
+        .expect("write");
+    // A crash runs no destructor: leak the handle.
+    std::mem::forget(old_upload);
+    stage_bytes(&*store, &spec("a.jsonl", "run-old2"), b"{\"x\":2}\n", 8).await;
+    let mut own = store
+        .stage(&spec("a.jsonl", "run-cur"))
+        .await
+        .expect("stage");
+    own.write(Bytes::from_static(b"{\"x\":3}\n"))
+        .await
+        .expect("write");
+    let mut other: Box<dyn Upload> = store
+        .stage(&spec("b.jsonl", "run-old"))
+        .await
+        .expect("stage");
+    other
+        .write(Bytes::from_static(b"{\"x\":4}\n"))
+        .await
+        .expect("write");
+    std::mem::forget(other);
+
+    let sweep = |older_than| SweepSpec {
+        dest_keys: vec!["raw/progress/a.jsonl".to_owned()],
+        staging_prefix: "staging/progress/".to_owned(),
+        names: vec!["a.jsonl".to_owned()],
+        keep_run_id: "run-cur".to_owned(),
+        older_than,
+    };
+    let before_uploads = if fx.is_s3() {
+        fx.incomplete_uploads().await
+    } else {
+        BTreeSet::new()
+    };
+    let before_keys = fx.all_keys().await;
+
+    // Nothing is an hour old yet: nothing goes. Except on moto, whose
+    // ListMultipartUploads answers a fixed `Initiated` of 2010-11-10 for every upload,
+    // so its incomplete uploads always look old enough.
+    let moto = fx.backend == Backend::S3(Server::Moto);
+    let report = store
+        .sweep(&sweep(Duration::from_secs(3600)))
+        .await
+        .expect("sweep");
+    let young = if moto { (1, 0) } else { (0, 0) };
+    assert_eq!((report.aborted_uploads, report.deleted_objects), young);
+    assert_eq!(fx.all_keys().await, before_keys);
+
+    let report = store.sweep(&sweep(Duration::ZERO)).await.expect("sweep");
+    let keys = fx.all_keys().await;
+    if fx.is_s3() {
+        assert_eq!(
+            before_uploads,
+            BTreeSet::from([
+                "staging/progress/run-old/a.jsonl".to_owned(),
+                "staging/progress/run-cur/a.jsonl".to_owned(),
+                "staging/progress/run-old/b.jsonl".to_owned(),
+            ])
+        );
+        let old = if moto { (0, 1) } else { (1, 1) };
+        assert_eq!((report.aborted_uploads, report.deleted_objects), old);
+        assert_eq!(
+            fx.incomplete_uploads().await,
+            BTreeSet::from([
+                "staging/progress/run-cur/a.jsonl".to_owned(),
+                "staging/progress/run-old/b.jsonl".to_owned(),
+            ]),
+            "only the other run's upload of a.jsonl is aborted"
+        );
+        assert!(before_keys.contains("staging/progress/run-old2/a.jsonl"));
+        assert_eq!(keys, BTreeSet::new(), "the old staging object is deleted");
+    } else {
+        // Local leftovers are temp files beside the destination, whatever their state.
+        assert_eq!(report.aborted_uploads + report.deleted_objects, 2);
+        assert_eq!(
+            keys,
+            BTreeSet::from([
+                "raw/progress/.a.jsonl.run-cur.tmp".to_owned(),
+                "raw/progress/.b.jsonl.run-old.tmp".to_owned(),
+            ])
+        );
+    }
+    // The current run's upload is intact and still completes.
+    let staged = own.complete().await.expect("own upload still completes");
+    store.promote(&staged).await.expect("promote");
+    assert_eq!(
+        read_all(&*store, "raw/progress/a.jsonl").await,
+        b"{\"x\":3}\n"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// S3-only cases.
+
+/// `when_supported`: the staging upload names CRC32 and the staged object carries it;
+/// `when_required`: no checksum anywhere. Both round-trip a multi-part output, and the
+/// published object reads back through the SDK's response validation.
+async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
+    let t = fx.s3.as_ref().expect("S3 fixture");
+    for (mode, with_crc) in [
+        (ChecksumMode::WhenSupported, true),
+        (ChecksumMode::WhenRequired, false),
+    ] {
+        let cfg = S3Config {
+            request_checksum: Some(mode),
+            response_checksum: Some(mode),
+            ..s3_env::test_s3_config()
+        };
+        let store = fx.store_with(&cfg);
+        let name = format!("{mode:?}.jsonl");
+        let data = pattern(11 * MIB, 10);
+        let spec = spec(&name, "run-1");
+        let staged = stage_bytes(&*store, &spec, &data, MIB).await;
+        let head = t
+            .client
+            .head_object()
+            .bucket(&t.bucket)
+            .key(format!("{S3_PREFIX}/{}", staged.key))
+            .checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
+            .send()
+            .await
+            .expect("HeadObject of the staged object");
+        assert_eq!(
+            head.checksum_crc32().is_some(),
+            with_crc,
+            "{mode:?}: staged object's CRC32 is {:?}",
+            head.checksum_crc32()
+        );
+        let meta = store.promote(&staged).await.expect("promote");
+        assert_eq!(meta.size, data.len() as u64);
+        assert!(read_all(&*store, &spec.dest_key).await == data, "{mode:?}");
+    }
+    assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+}
+
+// ---------------------------------------------------------------------------------
+// One test per (backend, case).
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod local {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let fx = super::Fixture::new(super::Backend::Local, stringify!($case)).await;
+                    super::$case(&fx).await;
+                }
+            )*
+        }
+        mod seaweed {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let fx = super::Fixture::new(
+                        super::Backend::S3(super::Server::Seaweed),
+                        stringify!($case),
+                    )
+                    .await;
+                    super::$case(&fx).await;
+                }
+            )*
+        }
+        mod moto {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let fx = super::Fixture::new(
+                        super::Backend::S3(super::Server::Moto),
+                        stringify!($case),
+                    )
+                    .await;
+                    super::$case(&fx).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    location_names_the_object,
+    conditional_create_twice_is_precondition,
+    if_match_current_version_replaces,
+    if_match_stale_version_is_precondition,
+    if_match_missing_key_is_precondition,
+    get_small_missing_is_none,
+    head_missing_is_none,
+    delete_missing_is_ok_and_delete_removes,
+    read_streams_the_bytes,
+    read_missing_is_not_found,
+    stage_complete_promote_publishes_exact_bytes,
+    staged_object_is_invisible_before_promote,
+    abort_leaves_nothing_behind,
+    multi_part_staging_round_trips,
+    empty_output_round_trips,
+    multipart_copy_promotion_round_trips,
+    odd_keys_round_trip,
+    sweep_removes_only_old_leftovers_of_other_runs,
+}
+
+macro_rules! s3_only {
+    ($($case:ident),* $(,)?) => {
+        mod seaweed_s3 {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let fx = super::Fixture::new(
+                        super::Backend::S3(super::Server::Seaweed),
+                        stringify!($case),
+                    )
+                    .await;
+                    super::$case(&fx).await;
+                }
+            )*
+        }
+        mod moto_s3 {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let fx = super::Fixture::new(
+                        super::Backend::S3(super::Server::Moto),
+                        stringify!($case),
+                    )
+                    .await;
+                    super::$case(&fx).await;
+                }
+            )*
+        }
+    };
+}
+
+s3_only! {
+    staging_checksums_follow_the_sdk_setting,
+}

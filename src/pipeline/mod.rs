@@ -10,11 +10,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 pub use validator::{Counts, Validator, CHECK_REASONS};
@@ -27,7 +28,7 @@ use crate::lease::Lease;
 use crate::progress::Progress;
 use crate::store::local::LocalStore;
 use crate::store::s3::S3Store;
-use crate::store::{ObjectMeta, StageSpec, Staged, Store, SweepSpec, Upload};
+use crate::store::{ObjectMeta, ObjectReader, StageSpec, Staged, Store, SweepSpec, Upload};
 use crate::summary::{Action, Refusal, Summary};
 
 /// Input is read in chunks of this size.
@@ -269,24 +270,115 @@ async fn try_skip(ctx: &Ctx<'_>, cur: &Current) -> Result<Option<Summary>> {
 }
 
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
-    let mut reader = ctx.input.read(&ctx.input_key).await?;
-    let mut progress = Progress::new("hash", reader.size, ctx.cfg.progress);
+    let reader = ctx.input.read(&ctx.input_key).await?;
+    let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
+    let (sha, _) = scan(reader, &ctx.input_location, progress, None).await?;
+    Ok(sha)
+}
+
+/// Output of the validation thread, in input order.
+enum Out {
+    Data(Bytes),
+    Quarantine(Bytes),
+}
+
+/// Read the input once, hash every byte on this task and, if a validator is given,
+/// validate on a second thread so both cores work; with `out`, the validator sends
+/// published bytes and quarantine records there as they come, otherwise it drops
+/// them (`check`). After a refusal the input is still hashed to the end.
+async fn scan(
+    mut reader: ObjectReader,
+    input: &str,
+    mut progress: Progress,
+    validate: Option<(Validator, Option<mpsc::Sender<Out>>)>,
+) -> Result<(String, Option<Validator>)> {
+    let (chunk_tx, worker) = match validate {
+        Some((v, out)) => {
+            let (tx, rx) = mpsc::channel::<Bytes>(8);
+            (
+                Some(tx),
+                Some(tokio::task::spawn_blocking(move || {
+                    validate_chunks(v, rx, out)
+                })),
+            )
+        }
+        None => (None, None),
+    };
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut chunk_tx = chunk_tx;
     loop {
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let n = reader
             .body
-            .read(&mut buf)
+            .read_buf(&mut buf)
             .await
-            .map_err(|e| Error::store("read input", &ctx.input_location, e))?;
+            .map_err(|e| Error::store("read input", input, e))?;
         if n == 0 {
             break;
         }
-        hasher.update(&buf[..n]);
+        let chunk = buf.freeze();
+        hasher.update(&chunk);
         progress.inc(n as u64);
+        // A closed channel means the writer failed; the worker's result says why.
+        if let Some(tx) = &chunk_tx {
+            if tx.send(chunk).await.is_err() {
+                chunk_tx = None;
+                break;
+            }
+        }
     }
+    drop(chunk_tx);
     progress.finish();
-    Ok(hex(&hasher.finalize()))
+    let validator = match worker {
+        Some(w) => Some(
+            w.await
+                .map_err(|e| Error::store("join validator", input, e))?,
+        ),
+        None => None,
+    };
+    Ok((hex(&hasher.finalize()), validator))
+}
+
+/// The validation thread: frame, validate, and hand output on in pieces.
+fn validate_chunks(
+    mut v: Validator,
+    mut rx: mpsc::Receiver<Bytes>,
+    out: Option<mpsc::Sender<Out>>,
+) -> Validator {
+    let send = |v: &mut Validator, at_least: usize| -> bool {
+        let Some(out) = &out else {
+            v.output().clear();
+            v.quarantine().clear();
+            return true;
+        };
+        if v.output().len() >= at_least && !v.output().is_empty() {
+            let data = Bytes::from(std::mem::replace(
+                v.output(),
+                Vec::with_capacity(FLUSH_AT * 2),
+            ));
+            if out.blocking_send(Out::Data(data)).is_err() {
+                return false;
+            }
+        }
+        if v.quarantine().len() >= at_least && !v.quarantine().is_empty() {
+            let q = Bytes::from(std::mem::take(v.quarantine()));
+            if out.blocking_send(Out::Quarantine(q)).is_err() {
+                return false;
+            }
+        }
+        true
+    };
+    while let Some(chunk) = rx.blocking_recv() {
+        v.feed(&chunk);
+        if v.refusal().is_none() && !send(&mut v, FLUSH_AT) {
+            return v;
+        }
+    }
+    v.finish();
+    if v.refusal().is_none() {
+        send(&mut v, 0);
+    }
+    v
 }
 
 /// What the stream stage produced.
@@ -302,76 +394,47 @@ struct Streamed {
 /// lines and quarantine records to staging as they come.
 async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let input = &ctx.input_location;
-    let mut reader = ctx
+    let reader = ctx
         .input
         .read(&ctx.input_key)
         .await
         .at(Step::Stream, input)?;
     let l = &ctx.layout;
-    let mut data = ctx
+    let data = ctx
         .lake
         .stage(&l.stage_spec(&l.raw, &l.input_name, &ctx.run_id))
         .await
         .at(Step::Stage, input)?;
-    let mut quarantine: Option<Box<dyn Upload>> = None;
-    let mut v = Validator::new(
+    let v = Validator::new(
         ctx.cfg.max_line_bytes,
         ctx.cfg.max_rejected_lines,
         reader.size,
         random_u64(),
     );
-    let mut hasher = Sha256::new();
-    let mut progress = Progress::new("land", reader.size, ctx.cfg.progress);
-    let mut buf = vec![0u8; READ_CHUNK];
-    let mut wrote_any = false;
-    loop {
-        let n = match reader.body.read(&mut buf).await {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = data.abort().await;
-                return Err(Error::store("read input", input, e)).at(Step::Stream, input);
+    let progress = Progress::new("land", reader.size, ctx.cfg.progress);
+    let (out_tx, out_rx) = mpsc::channel::<Out>(4);
+    let writer = write_staging(ctx, data, out_rx);
+    let scanned = scan(reader, input, progress, Some((v, Some(out_tx))));
+    let (scanned, written) = tokio::join!(scanned, writer);
+    let (data, quarantine) = written.at(Step::Stage, input)?;
+    let (sha256, v) = match scanned {
+        Ok(s) => s,
+        Err(e) => {
+            // Abort now rather than leave an incomplete upload for the next sweep.
+            let _ = data.abort().await;
+            if let Some(q) = quarantine {
+                let _ = q.abort().await;
             }
-        };
-        if n == 0 {
-            break;
+            return Err(e).at(Step::Stream, input);
         }
-        hasher.update(&buf[..n]);
-        v.feed(&buf[..n]);
-        progress.inc(n as u64);
-        if v.output().len() >= FLUSH_AT {
-            data.write(Bytes::from(std::mem::take(v.output())))
-                .await
-                .at(Step::Stage, input)?;
-            if !wrote_any {
-                wrote_any = true;
-                crash_point(ctx.cfg, CrashPoint::MidStream);
-            }
-        }
-        if v.quarantine().len() >= FLUSH_AT {
-            flush_quarantine(ctx, &mut quarantine, v.quarantine())
-                .await
-                .at(Step::Stage, input)?;
-        }
-    }
-    v.finish();
-    progress.finish();
+    };
+    let v = v
+        .ok_or_else(|| Error::store("stream", input, "validator missing"))
+        .at(Step::Stream, input)?;
     lease.ensure_held().at(Step::Stream, input)?;
-    if v.refusal().is_none() {
-        data.write(Bytes::from(std::mem::take(v.output())))
-            .await
-            .at(Step::Stage, input)?;
-        if !v.quarantine().is_empty() {
-            flush_quarantine(ctx, &mut quarantine, v.quarantine())
-                .await
-                .at(Step::Stage, input)?;
-        }
-        if !wrote_any {
-            crash_point(ctx.cfg, CrashPoint::MidStream);
-        }
-    }
     info!(distinct_events = v.distinct_events(), "stream complete");
     Ok(Streamed {
-        sha256: hex(&hasher.finalize()),
+        sha256,
         counts: v.counts(),
         refusal: v.refusal().cloned(),
         data,
@@ -379,21 +442,49 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     })
 }
 
+/// The staging writer: takes the validator's output in order and writes it.
+async fn write_staging(
+    ctx: &Ctx<'_>,
+    mut data: Box<dyn Upload>,
+    mut rx: mpsc::Receiver<Out>,
+) -> Result<(Box<dyn Upload>, Option<Box<dyn Upload>>)> {
+    let mut quarantine: Option<Box<dyn Upload>> = None;
+    let mut wrote_any = false;
+    while let Some(out) = rx.recv().await {
+        let written = match out {
+            Out::Data(bytes) => data.write(bytes).await,
+            Out::Quarantine(bytes) => flush_quarantine(ctx, &mut quarantine, bytes).await,
+        };
+        if let Err(e) = written {
+            let _ = data.abort().await;
+            if let Some(q) = quarantine {
+                let _ = q.abort().await;
+            }
+            return Err(e);
+        }
+        if !wrote_any {
+            wrote_any = true;
+            crash_point(ctx.cfg, CrashPoint::MidStream);
+        }
+    }
+    Ok((data, quarantine))
+}
+
 /// Quarantine records go through staging too, opened on the first reject.
 async fn flush_quarantine(
     ctx: &Ctx<'_>,
     upload: &mut Option<Box<dyn Upload>>,
-    records: &mut Vec<u8>,
+    records: Bytes,
 ) -> Result<()> {
     if upload.is_none() {
         let l = &ctx.layout;
         let spec = l.stage_spec(&l.quarantine, &l.quarantine_name, &ctx.run_id);
         *upload = Some(ctx.lake.stage(&spec).await?);
     }
-    if let Some(u) = upload.as_mut() {
-        u.write(Bytes::from(std::mem::take(records))).await?;
+    match upload.as_mut() {
+        Some(u) => u.write(records).await,
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A refused file publishes nothing: drop the staging, leave raw and checkpoint alone.
@@ -567,41 +658,24 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
     let span = tracing::info_span!("check", run_id = %run_id, product = %cfg.product, input = %input_location);
     let _enter = span.enter();
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
-    let mut reader = input.read(&key).await.at(Step::Stream, &input_location)?;
-    let mut v = Validator::new(
+    let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
+    let v = Validator::new(
         cfg.max_line_bytes,
         cfg.max_rejected_lines,
         reader.size,
         random_u64(),
     );
-    let mut hasher = Sha256::new();
-    let mut progress = Progress::new("check", reader.size, cfg.progress);
-    let mut buf = vec![0u8; READ_CHUNK];
-    loop {
-        let n = reader
-            .body
-            .read(&mut buf)
-            .await
-            .map_err(|e| Error::store("read input", &input_location, e))
-            .at(Step::Stream, &input_location)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        v.feed(&buf[..n]);
-        // Nothing is written: drop the output as it is produced.
-        v.output().clear();
-        v.quarantine().clear();
-        progress.inc(n as u64);
-    }
-    v.finish();
-    progress.finish();
+    let progress = Progress::new("check", reader.size, cfg.progress);
+    let (sha256, v) = scan(reader, &input_location, progress, Some((v, None)))
+        .await
+        .at(Step::Stream, &input_location)?;
+    let v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
     let c = v.counts();
     let summary = Summary {
         run_id,
         product: cfg.product.clone(),
         input: input_location,
-        input_sha256: hex(&hasher.finalize()),
+        input_sha256: sha256,
         action: Action::Checked,
         accepted_rows: c.accepted,
         rejected_rows: c.rejected,

@@ -85,6 +85,21 @@ pub enum CrashPoint {
     AfterCheckpoint,
 }
 
+impl CrashPoint {
+    /// Die here, abruptly, as a killed process would: SIGKILL to ourselves, so no
+    /// destructor, flush or cleanup runs.
+    pub fn fire(self) -> ! {
+        eprintln!("landing: drill crash at {self}");
+        // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        // SIGKILL is delivered before kill() returns to a single-threaded caller and
+        // promptly otherwise; never continue past a crash point.
+        std::process::abort()
+    }
+}
+
 impl std::str::FromStr for CrashPoint {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {

@@ -37,20 +37,25 @@ pub struct DedupIndex {
     seed: u64,
 }
 
-/// Smallest line we expect on average; used to pre-size the index from the input
-/// size so it does not rehash (and briefly double its memory) on a peak day.
-const BYTES_PER_EVENT_ESTIMATE: u64 = 160;
-/// Cap for pre-sizing: ~100 million events. Beyond it the map grows as usual.
-const MAX_PRESIZE: u64 = 100_000_000;
+/// Headroom over an estimated event count, so a slightly low estimate does not
+/// trigger a rehash (which briefly holds the old and the new table together).
+const PRESIZE_HEADROOM: f64 = 1.1;
 
 impl DedupIndex {
-    /// An index sized for an input of `input_size` bytes.
-    pub fn with_input_size(input_size: u64, seed: u64) -> Self {
-        let cap = (input_size / BYTES_PER_EVENT_ESTIMATE).min(MAX_PRESIZE) as usize;
+    /// An index with room for `events` distinct events without growing.
+    pub fn with_capacity(events: usize, seed: u64) -> Self {
         DedupIndex {
-            map: IdMap::with_capacity_and_hasher(cap, Default::default()),
+            map: IdMap::with_capacity_and_hasher(events, Default::default()),
             seed,
         }
+    }
+
+    /// Estimate the distinct events of an input of `input_size` bytes from a sample
+    /// of its start (the first chunk): lines in a day's file have similar lengths.
+    pub fn estimate_events(input_size: u64, sample: &[u8]) -> usize {
+        let lines = sample.iter().filter(|&&b| b == b'\n').count().max(1);
+        let avg = (sample.len() / lines).max(1) as f64;
+        (input_size as f64 / avg * PRESIZE_HEADROOM) as usize + 1024
     }
 
     /// Record an event by its id and canonical bytes.
@@ -93,7 +98,7 @@ mod tests {
 
     #[test]
     fn same_canonical_form_is_a_duplicate() {
-        let mut ix = DedupIndex::with_input_size(0, 7);
+        let mut ix = DedupIndex::with_capacity(0, 7);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::Duplicate);
         assert_eq!(ix.len(), 1);
@@ -101,14 +106,14 @@ mod tests {
 
     #[test]
     fn same_id_different_payload_is_a_collision() {
-        let mut ix = DedupIndex::with_input_size(0, 7);
+        let mut ix = DedupIndex::with_capacity(0, 7);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.observe(b"e1", b"{\"a\":2}"), Seen::Collision);
     }
 
     #[test]
     fn different_ids_are_distinct_events() {
-        let mut ix = DedupIndex::with_input_size(0, 7);
+        let mut ix = DedupIndex::with_capacity(0, 7);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.observe(b"e2", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.len(), 2);
@@ -116,13 +121,22 @@ mod tests {
 
     #[test]
     fn presizing_avoids_growth() {
-        let mut ix = DedupIndex::with_input_size(160 * 10_000, 1);
+        let mut ix = DedupIndex::with_capacity(10_000, 1);
         let cap = ix.map.capacity();
         assert!(cap >= 10_000);
         for i in 0..10_000u32 {
             ix.observe(&i.to_le_bytes(), &i.to_be_bytes());
         }
         assert_eq!(ix.map.capacity(), cap);
+    }
+
+    #[test]
+    fn estimate_scales_the_sample_to_the_input() {
+        let sample = b"0123456789\n".repeat(100); // 11-byte lines
+        let est = DedupIndex::estimate_events(11_000_000, &sample);
+        assert!((1_100_000..1_250_000).contains(&est), "{est}");
+        // A sample without a newline (one giant line) gives a small estimate.
+        assert!(DedupIndex::estimate_events(1 << 30, &[b'x'; 4096]) < 300_000);
     }
 
     #[test]

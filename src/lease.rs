@@ -128,7 +128,7 @@ impl Lease {
             .await
         {
             Ok(v) => v,
-            Err(Error::Precondition { .. }) => Self::take_over(&*store, key, body).await?,
+            Err(Error::Precondition { .. }) => Self::take_over(&*store, key, run_id, body).await?,
             Err(e) => return Err(e),
         };
         tracing::debug!(lease = %store.location(key), "lease acquired");
@@ -146,12 +146,19 @@ impl Lease {
     }
 
     /// The lease exists: take it only if it has expired, by replacing that exact version.
-    async fn take_over(store: &dyn Store, key: &str, body: Bytes) -> Result<String> {
+    async fn take_over(store: &dyn Store, key: &str, run_id: &str, body: Bytes) -> Result<String> {
         let location = store.location(key);
         let Some(current) = store.get_small(key).await? else {
             // Released between our create and our read: one more create, no loop.
             return store.put_small(key, body, Condition::IfAbsent).await;
         };
+        if let Ok(held) = serde_json::from_slice::<LeaseRecord>(&current.bytes) {
+            if held.run_id == run_id {
+                // Our own create landed but its answer was lost and the SDK's retry
+                // met our object: the lease is ours.
+                return Ok(current.version);
+            }
+        }
         let held: LeaseRecord =
             serde_json::from_slice(&current.bytes).map_err(|e| Error::Corrupt {
                 what: "lease",

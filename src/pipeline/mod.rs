@@ -127,14 +127,10 @@ async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)> {
     }
 }
 
-/// Crash drills: die here, abruptly, as a killed process would.
+/// Crash drills: die here if this is the configured crash point.
 fn crash_point(cfg: &Config, point: CrashPoint) {
     if cfg.crash_at == Some(point) {
-        eprintln!("landing: drill crash at {point}");
-        // SAFETY: SIGKILL to ourselves; nothing runs after it.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
+        point.fire();
     }
 }
 

@@ -23,7 +23,10 @@ pub struct Validator {
 }
 
 struct State {
-    index: DedupIndex,
+    /// Sized from the first chunk (see [`DedupIndex::estimate_events`]).
+    index: Option<DedupIndex>,
+    input_size: u64,
+    seed: u64,
     cap: u64,
     counts: Counts,
     out: Vec<u8>,
@@ -39,7 +42,9 @@ impl Validator {
         Validator {
             framer: LineFramer::new(max_line_bytes),
             state: State {
-                index: DedupIndex::with_input_size(input_size, seed),
+                index: None,
+                input_size,
+                seed,
                 cap,
                 counts: Counts::default(),
                 out: Vec::with_capacity(2 << 20),
@@ -56,6 +61,10 @@ impl Validator {
     pub fn feed(&mut self, chunk: &[u8]) {
         if self.state.refusal.is_some() {
             return;
+        }
+        if self.state.index.is_none() {
+            let events = DedupIndex::estimate_events(self.state.input_size, chunk);
+            self.state.index = Some(DedupIndex::with_capacity(events, self.state.seed));
         }
         let state = &mut self.state;
         if let Err(r) = self.framer.push(chunk, |line| state.line(line)) {
@@ -98,7 +107,7 @@ impl Validator {
     }
 
     pub fn distinct_events(&self) -> usize {
-        self.state.index.len()
+        self.state.index.as_ref().map_or(0, DedupIndex::len)
     }
 }
 
@@ -110,7 +119,10 @@ impl State {
                 Verdict::Accept(event) => {
                     self.canon.clear();
                     event.write_canonical(&mut self.canon);
-                    match self.index.observe(event.event_id.as_bytes(), &self.canon) {
+                    let index = self
+                        .index
+                        .get_or_insert_with(|| DedupIndex::with_capacity(1024, self.seed));
+                    match index.observe(event.event_id.as_bytes(), &self.canon) {
                         Seen::New => {
                             self.counts.accepted += 1;
                             self.out.extend_from_slice(&self.canon);

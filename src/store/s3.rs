@@ -23,11 +23,17 @@
 //!   composite checksum. (If Create names an algorithm, Complete must list every part's
 //!   checksum; LocalStack rejects per-part checksums when Create named none, which the
 //!   SDK would send by default, so both ends name it.)
-//! - `when_required`: no checksum anywhere in the upload (none is required by
-//!   `UploadPart`), for servers that mishandle them.
+//!   `CopyObject` then asks for a CRC32 of the copy, so the published object carries a
+//!   full-object checksum readers can validate (moto would otherwise copy the composite
+//!   checksum without its `-N` suffix, which every SDK GET rejects as a mismatch).
+//! - `when_required`: no checksum anywhere in the upload or the copy (none is required
+//!   by `UploadPart` or `CopyObject`), for servers that mishandle them.
 //!
 //! The multipart copy used for very large promotions names no checksum algorithm:
 //! `UploadPartCopy` carries no body, and Complete then needs no part checksums.
+//!
+//! Sweeps trust `Initiated` of `ListMultipartUploads` for the age of an upload; moto
+//! answers a fixed 2010 date there, so on moto every incomplete upload looks old.
 //!
 //! Provider differences are normalised here: a false write condition is
 //! [`Error::Precondition`] whether the server answers 412, 409
@@ -686,8 +692,7 @@ impl PartCtx {
         if self.crash_after == Some(number as u32) {
             // Crash drill: die right after part K was acknowledged, leaving an
             // incomplete multipart upload behind.
-            tracing::error!(location = %self.location, part = number, "crash drill: aborting the process");
-            std::process::abort();
+            CrashPoint::AfterPart(number as u32).fire();
         }
         Ok(part.build())
     }
@@ -1249,8 +1254,13 @@ mod tests {
             "{err}"
         );
         assert_eq!(got, b"0123456789");
+        // Hang up, and wait for the server off the runtime thread, which must stay free
+        // to drive the connection's close.
         drop(reader);
-        server.join().expect("server thread");
+        tokio::task::spawn_blocking(move || server.join())
+            .await
+            .expect("join")
+            .expect("server thread");
     }
 
     #[test]

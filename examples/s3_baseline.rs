@@ -1,0 +1,141 @@
+//! The S3 baseline of the benchmark: how long the server takes to GET an object
+//! (streamed and discarded) and to multipart-PUT an object of the same size with
+//! the same part size and concurrency as the job. `scripts/bench` compares a
+//! `landing run` against these two figures.
+//!
+//! usage: s3_baseline BUCKET KEY PART_SIZE_MIB CONCURRENCY
+//!        s3_baseline --upload BUCKET KEY FILE   (create the bucket, upload FILE)
+//! (endpoint and credentials from the AWS standard chain; path-style addressing)
+
+use std::time::Instant;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use bytes::Bytes;
+use tokio::task::JoinSet;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, bucket, key, file] = args.as_slice() {
+        if flag == "--upload" {
+            return upload(bucket, key, file).await;
+        }
+    }
+    let [_, bucket, key, part_mib, conc] = args.as_slice() else {
+        return Err("usage: s3_baseline BUCKET KEY PART_SIZE_MIB CONCURRENCY".into());
+    };
+    let part = part_mib.parse::<usize>()? << 20;
+    let conc: usize = conc.parse()?;
+    let client = client().await;
+    let t = Instant::now();
+    let mut body = client
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await?
+        .body;
+    let mut size = 0usize;
+    while let Some(chunk) = body.try_next().await? {
+        size += chunk.len();
+    }
+    let get_s = t.elapsed().as_secs_f64();
+
+    let dest = format!("{key}.baseline-put");
+    let t = Instant::now();
+    let up = client
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(&dest)
+        .send()
+        .await?;
+    let upload_id = up.upload_id().ok_or("no upload id")?.to_owned();
+    let payload = Bytes::from(vec![b'x'; part]);
+    let mut parts = Vec::new();
+    let mut tasks = JoinSet::new();
+    let (mut sent, mut number) = (0usize, 1i32);
+    while sent < size || number == 1 {
+        let len = part.min(size - sent);
+        while tasks.len() >= conc {
+            parts.push(tasks.join_next().await.ok_or("join")???);
+        }
+        let (c, b, k, id, body) = (
+            client.clone(),
+            bucket.clone(),
+            dest.clone(),
+            upload_id.clone(),
+            payload.slice(..len),
+        );
+        tasks.spawn(async move {
+            let r = c
+                .upload_part()
+                .bucket(b)
+                .key(k)
+                .upload_id(id)
+                .part_number(number)
+                .body(ByteStream::from(body))
+                .send()
+                .await?;
+            Ok::<_, BoxError>(
+                CompletedPart::builder()
+                    .part_number(number)
+                    .set_e_tag(r.e_tag().map(str::to_owned))
+                    .build(),
+            )
+        });
+        sent += len;
+        number += 1;
+    }
+    while let Some(p) = tasks.join_next().await {
+        parts.push(p??);
+    }
+    parts.sort_by_key(|p| p.part_number());
+    client
+        .complete_multipart_upload()
+        .bucket(bucket)
+        .key(&dest)
+        .upload_id(&upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build(),
+        )
+        .send()
+        .await?;
+    let put_s = t.elapsed().as_secs_f64();
+    client
+        .delete_object()
+        .bucket(bucket)
+        .key(&dest)
+        .send()
+        .await?;
+    println!("{{\"bytes\":{size},\"get_s\":{get_s:.3},\"put_s\":{put_s:.3}}}");
+    Ok(())
+}
+
+async fn client() -> aws_sdk_s3::Client {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let conf = aws_sdk_s3::config::Builder::from(&sdk)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+/// Benchmark setup: a bucket holding the input.
+async fn upload(bucket: &str, key: &str, file: &str) -> Result<(), BoxError> {
+    let client = client().await;
+    // An existing bucket is fine for a rerun of the benchmark.
+    let _ = client.create_bucket().bucket(bucket).send().await;
+    let body = ByteStream::from_path(file).await?;
+    client
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(body)
+        .send()
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! Kill anywhere: SIGKILL the job at seeded random instants while it replaces a
+//! previous publish, then rerun it plainly, and check the contract's invariants.
+//! Set `LANDING_TEST_SEED` to replay; a failing trial prints its seed and delay.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::*;
+
+const NAME: &str = "kill.jsonl";
+const RAW: &str = "raw/progress/kill.jsonl";
+const CKPT: &str = "checkpoints/progress/kill.jsonl.json";
+const TRIALS: u64 = 25;
+
+fn ckpt_sha(w: &World) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(&w.get(CKPT)?).ok()?;
+    v["input_sha256"].as_str().map(str::to_owned)
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn kill_anywhere(kind: Kind) {
+    let seed = std::env::var("LANDING_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    // Two versions; each trial replaces the published one with the other.
+    let inputs = [generated(60_000, 31), generated(55_000, 32)];
+    let outputs: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|i| {
+            let w = World::new(Kind::Local, "kill-ref");
+            let a = w.put_input(NAME, i);
+            assert_eq!(w.run(&a, &[]).code, Some(0));
+            w.get(RAW).unwrap()
+        })
+        .collect();
+    let mut w = World::new(kind, "kill");
+    w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    let input = w.put_input(NAME, &inputs[0]);
+    let t = Instant::now();
+    assert_eq!(w.run(&input, &[]).code, Some(0));
+    // Kill instants spread over the time of one clean run.
+    let span = t.elapsed().as_micros().max(1) as u64;
+    let mut kills = 0;
+    for trial in 0..TRIALS {
+        let (old, new) = ((trial % 2) as usize, ((trial + 1) % 2) as usize);
+        let delay = Duration::from_micros(splitmix(seed ^ trial) % span);
+        let ctx = format!("{kind:?} seed {seed} trial {trial} delay {delay:?}");
+        w.put_input(NAME, &inputs[new]);
+        let mut child = w
+            .command(&["run", "--input", &input, "--lake", &w.lake_arg()], &[])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The random instant itself, not a synchronisation: the kill lands wherever it lands.
+        std::thread::sleep(delay);
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        child.wait().unwrap();
+
+        let raw = w.get(RAW).unwrap_or_default();
+        assert!(
+            raw == outputs[old] || raw == outputs[new],
+            "{ctx}: torn or foreign publish"
+        );
+        let sha = ckpt_sha(&w);
+        if sha.as_deref() == Some(sha256(&inputs[new]).as_str()) {
+            assert!(
+                raw == outputs[new],
+                "{ctx}: checkpoint ahead of the publish"
+            );
+        }
+        let r = w.run(&input, &[]);
+        assert_eq!(r.code, Some(0), "{ctx}: rerun failed: {}", r.stderr);
+        assert!(
+            w.get(RAW).unwrap() == outputs[new],
+            "{ctx}: rerun did not converge"
+        );
+        assert_eq!(ckpt_sha(&w).unwrap(), sha256(&inputs[new]), "{ctx}");
+        assert!(
+            w.leftovers().is_empty(),
+            "{ctx}: leftovers {:?}",
+            w.leftovers()
+        );
+    }
+    // The trials must actually have killed runs, not only watched them finish.
+    assert!(
+        kills >= TRIALS / 4,
+        "{kind:?} seed {seed}: only {kills} of {TRIALS} runs were killed"
+    );
+    eprintln!("{kind:?}: {TRIALS} trials, {kills} killed mid-run, seed {seed}");
+}
+
+on_every_backend!(kill_anywhere);

@@ -302,7 +302,8 @@ pub struct S3Args {
     #[arg(long, env = "LANDING_S3_MAX_ATTEMPTS", default_value_t = 5)]
     pub s3_max_attempts: u32,
 
-    /// Seconds an S3 request may take (whole attempt; not streaming bodies).
+    /// Seconds an S3 operation may take, all its retries included (streaming bodies
+    /// are bounded by --s3-read-timeout instead).
     #[arg(long, env = "LANDING_S3_OPERATION_TIMEOUT", default_value_t = 300)]
     pub s3_operation_timeout: u64,
 

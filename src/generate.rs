@@ -91,7 +91,8 @@ fn write_event(
 
 /// Write `spec.lines` lines to `out`.
 pub fn generate(spec: &Spec, out: &mut impl Write) -> io::Result<()> {
-    let mut rng = Rng(spec.seed | 1);
+    // Spread the seed over all bits; xorshift needs a non-zero state.
+    let mut rng = Rng(spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut events = 0u64;
     for _ in 0..spec.lines {
         let roll = rng.below(1000) as u32;

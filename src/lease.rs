@@ -216,14 +216,33 @@ impl Lease {
                     .await
                 {
                     Ok(new) => *v = new,
+                    // The renewal may have landed with its answer lost, so the SDK's
+                    // retry met our own new version: still ours if it names our run.
+                    Err(Error::Precondition { .. })
+                        if Self::still_ours(&*store, &key, &run_id, &mut v).await => {}
                     Err(e) => {
-                        tracing::error!(lease = %store.location(&key), error = %e, "lease renewal failed; the run will stop before publishing");
+                        tracing::error!(lease = %store.location(&key), error = %e, "lease renewal failed; the run stops before its next write");
                         lost.store(true, Ordering::SeqCst);
                         return;
                     }
                 }
             }
         }));
+    }
+
+    /// After a failed conditional renewal: is the lease still this run's? If so,
+    /// adopt its current version.
+    async fn still_ours(store: &dyn Store, key: &str, run_id: &str, version: &mut String) -> bool {
+        let Ok(Some(cur)) = store.get_small(key).await else {
+            return false;
+        };
+        match serde_json::from_slice::<LeaseRecord>(&cur.bytes) {
+            Ok(held) if held.run_id == run_id => {
+                *version = cur.version;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Fail if the lease could not be renewed: another run may have taken it over.

@@ -579,6 +579,15 @@ async fn commit(
         Err(Error::Precondition { .. }) => {
             let now = checkpoint::read(lake, key, &ctx.cfg.product, &ctx.cfg.input_name).await?;
             match now {
+                // Our own write landed but its answer was lost; the SDK's retry met it.
+                Some(c)
+                    if c.record.run_id == record.run_id
+                        && c.record.input_sha256 == record.input_sha256
+                        && c.record.matches(published) =>
+                {
+                    info!("the checkpoint write landed though its answer was lost");
+                    Ok(true)
+                }
                 Some(c) if c.record.input_sha256 == record.input_sha256 && c.record.matches(published) => {
                     warn!("another run moved the checkpoint to these same bytes; not overwriting");
                     Ok(false)

@@ -828,7 +828,7 @@ impl Upload for S3Upload {
                 self.reap().await?;
             }
             let parts = std::mem::take(&mut self.done);
-            complete_upload(
+            let completed = complete_upload(
                 &ctx.client,
                 &ctx.bucket,
                 &ctx.key,
@@ -836,7 +836,19 @@ impl Upload for S3Upload {
                 parts,
                 &ctx.location,
             )
-            .await?;
+            .await;
+            if let Err(e) = completed {
+                // Leave nothing for the sweep: a failed Complete aborts its upload.
+                let _ = abort_upload(
+                    &ctx.client,
+                    &ctx.bucket,
+                    &ctx.key,
+                    &ctx.upload_id,
+                    &ctx.location,
+                )
+                .await;
+                return Err(e);
+            }
         }
         tracing::debug!(location = %ctx.location, bytes = self.size, "staging complete");
         Ok(Staged {
@@ -1014,7 +1026,12 @@ impl Failure {
             status: err.raw_response().map(|r| r.status().as_u16()),
             code: err.code().map(str::to_owned),
             message: err.message().map(str::to_owned),
-            detail: DisplayErrorContext(err).to_string(),
+            // A service error's SDK description dumps the whole response, headers
+            // included; status, code and message say all a caller needs.
+            detail: match err {
+                SdkError::ServiceError(_) => "the server answered with an error".to_owned(),
+                other => DisplayErrorContext(other).to_string(),
+            },
         }
     }
 

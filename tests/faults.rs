@@ -1,0 +1,1157 @@
+//! Fault injection: the job runs against SeaweedFS and moto through a proxy
+//! (`harness/proxy.rs`) that fails one chosen request the way S3 and networks do —
+//! 500 InternalError, 503 SlowDown, a reset connection, a body cut short or stalled,
+//! a 200 answer carrying an `<Error>`, or an answer lost after the server did the
+//! work — while it replaces a previous publish with a ~12 MiB input (three 5 MiB
+//! parts). Whatever the fault, the run contract holds (DESIGN.md section 1):
+//!
+//! - the job either succeeds (a retryable fault, retried: the published bytes equal
+//!   a clean run's) or exits 1 naming the step that failed;
+//! - a reader sees exactly the old output or exactly the new one, nothing else;
+//! - the checkpoint never names bytes that are not published;
+//! - a plain rerun without faults recovers: new output, checkpoint on the new input,
+//!   no staging left behind, and the run after it skips.
+//!
+//! Every test asserts that its fault actually fired.
+
+mod harness;
+#[path = "harness/proxy.rs"]
+mod proxy;
+
+use std::process::Stdio;
+use std::sync::{mpsc, OnceLock};
+use std::time::{Duration, Instant};
+
+use harness::*;
+use proxy::{Fault, Match, Op, Proxy, Rule, RuleId, Times};
+
+const NAME: &str = "progress-2026-03-05.jsonl";
+const RAW: &str = "raw/progress/progress-2026-03-05.jsonl";
+const CKPT: &str = "checkpoints/progress/progress-2026-03-05.jsonl.json";
+/// Object-key prefixes as the proxy sees them (bucket excluded; the lake is `lake/`).
+const INBOX: &str = "inbox/";
+const LAKE_RAW: &str = "lake/raw/";
+const LAKE_CKPT: &str = "lake/checkpoints/";
+const LAKE_LOCKS: &str = "lake/locks/";
+
+/// Wall-time bound on any faulted run: a hang guard, not a performance assertion.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// The inputs and what a clean run publishes for each.
+struct Refs {
+    old_in: Vec<u8>,
+    new_in: Vec<u8>,
+    old_out: Vec<u8>,
+    new_out: Vec<u8>,
+    old_sha: String,
+    new_sha: String,
+}
+
+fn refs() -> &'static Refs {
+    static REFS: OnceLock<Refs> = OnceLock::new();
+    REFS.get_or_init(|| {
+        let old_in = generated(2_000, 21);
+        // ~12 MiB: three parts of 5 MiB on S3.
+        let new_in = generated(60_000, 22);
+        let old_out = clean_output(&old_in);
+        let new_out = clean_output(&new_in);
+        assert!(
+            new_out.len() > 10 << 20,
+            "the new output must span several 5 MiB parts"
+        );
+        Refs {
+            old_sha: sha256(&old_in),
+            new_sha: sha256(&new_in),
+            old_in,
+            new_in,
+            old_out,
+            new_out,
+        }
+    })
+}
+
+/// Published bytes of a clean run of `input` in a fresh local lake.
+fn clean_output(input: &[u8]) -> Vec<u8> {
+    let w = World::new(Kind::Local, "reference");
+    let arg = w.put_input(NAME, input);
+    let r = w.run(&arg, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    w.get(RAW).unwrap()
+}
+
+fn ckpt_sha(w: &World) -> Option<String> {
+    w.get(CKPT).map(|b| {
+        let v: serde_json::Value = serde_json::from_slice(&b).expect("checkpoint parses");
+        v["input_sha256"].as_str().expect("input_sha256").to_owned()
+    })
+}
+
+/// `landing run` with a hard bound on its wall time: past `limit` the child is killed
+/// and the test fails, instead of hanging the suite.
+fn run_bounded(
+    w: &World,
+    input: &str,
+    env: &[(&str, &str)],
+    limit: Duration,
+    proxy: &Proxy,
+) -> (Run, Duration) {
+    let lake = w.lake_arg();
+    let mut cmd = w.command(&["run", "--input", input, "--lake", &lake], env);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let child = cmd.spawn().expect("spawn landing");
+    let pid = child.id() as libc::pid_t;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for landing"),
+        Err(_) => {
+            // SAFETY: `pid` is our own child, not reaped yet: the waiter thread is
+            // still blocked in wait().
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            let out = rx.recv().expect("waiter thread").expect("wait for landing");
+            panic!(
+                "landing did not finish within {limit:?} (killed)\nstderr:\n{}\nproxy:\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                proxy.report()
+            );
+        }
+    };
+    let elapsed = started.elapsed();
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let summary = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok());
+    (
+        Run {
+            code: out.status.code(),
+            signal: out.status.signal(),
+            summary,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        },
+        elapsed,
+    )
+}
+
+/// What the faulted run must end in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Exit 0, the new output published (the SDK retried the fault away).
+    Succeeds,
+    /// Exit 1, the error naming this step.
+    Fails(&'static str),
+    /// Either of the above.
+    Either(&'static str),
+}
+
+/// What a reader sees after a failed faulted run (beyond "old or new").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Visible {
+    /// The old output, checkpoint on the old input: nothing changed.
+    Old,
+    /// The new output, checkpoint still on the old input (crash table: "after publish").
+    NewUnmarked,
+    /// Old or new, as long as the contract holds.
+    Any,
+}
+
+struct Case {
+    name: &'static str,
+    rule: Option<Rule>,
+    /// More rules armed after the case's own (e.g. a slow server to let time pass).
+    also: Vec<Rule>,
+    env: Vec<(&'static str, &'static str)>,
+    outcome: Outcome,
+    after_failure: Visible,
+}
+
+impl Case {
+    fn new(name: &'static str, rule: Rule, outcome: Outcome) -> Case {
+        Case {
+            name,
+            rule: Some(rule),
+            also: Vec::new(),
+            env: Vec::new(),
+            outcome,
+            after_failure: Visible::Any,
+        }
+    }
+
+    fn env(mut self, k: &'static str, v: &'static str) -> Case {
+        self.env.push((k, v));
+        self
+    }
+
+    fn also(mut self, rule: Rule) -> Case {
+        self.also.push(rule);
+        self
+    }
+
+    fn leaves(mut self, v: Visible) -> Case {
+        self.after_failure = v;
+        self
+    }
+}
+
+/// What a faulted run did, for case-specific assertions.
+struct Done {
+    run: Run,
+    elapsed: Duration,
+    proxy: Proxy,
+    rule: Option<RuleId>,
+    succeeded: bool,
+}
+
+impl Done {
+    fn fired(&self) -> usize {
+        self.rule.map_or(0, |id| self.proxy.fired(id))
+    }
+
+    fn matched(&self) -> usize {
+        self.rule.map_or(0, |id| self.proxy.matched(id))
+    }
+
+    fn context(&self) -> String {
+        format!(
+            "exit {:?} in {:?}\nstderr:\n{}\nproxy:\n{}",
+            self.run.code,
+            self.elapsed,
+            self.run.stderr,
+            self.proxy.report()
+        )
+    }
+}
+
+/// Publish the old input plainly, run the new one through the proxy with the case's
+/// fault armed, check the contract, then check that a plain rerun recovers.
+fn check(server: Server, case: Case) -> Done {
+    let r = refs();
+    let mut w = World::new(Kind::S3(server), &format!("fault-{}", case.name));
+    w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    let input = w.put_input(NAME, &r.old_in);
+    let first = w.run(&input, &[]);
+    assert_eq!(
+        first.code,
+        Some(0),
+        "plain publish of the old input: {}",
+        first.stderr
+    );
+    assert!(w.get(RAW).unwrap() == r.old_out);
+    w.put_input(NAME, &r.new_in);
+
+    // --- the faulted run
+    let proxy = Proxy::start(&server.endpoint());
+    let rule = case.rule.clone().map(|rule| proxy.arm(rule));
+    for extra in &case.also {
+        proxy.arm(extra.clone());
+    }
+    let url = proxy.url();
+    let mut env: Vec<(&str, &str)> = vec![
+        ("AWS_ENDPOINT_URL", url.as_str()),
+        ("LANDING_S3_OPERATION_TIMEOUT", "30"),
+        ("LANDING_S3_READ_TIMEOUT", "10"),
+    ];
+    env.extend(case.env.iter().copied());
+    let (run, elapsed) = run_bounded(&w, &input, &env, HANG_GUARD, &proxy);
+    let mut done = Done {
+        run,
+        elapsed,
+        proxy,
+        rule,
+        succeeded: false,
+    };
+    let ctx = format!("[{} on {}] {}", case.name, server.name(), done.context());
+
+    // The fault happened, as many times as armed.
+    if let Some(rule) = &case.rule {
+        match rule.times {
+            Times::Once => assert_eq!(done.fired(), 1, "the fault must fire once\n{ctx}"),
+            Times::N(n) => assert_eq!(done.fired(), n, "the fault must fire {n} times\n{ctx}"),
+            Times::Always => assert!(done.fired() >= 1, "the fault never fired\n{ctx}"),
+        }
+    }
+
+    // Succeeds or fails cleanly, naming the step.
+    done.succeeded = match (done.run.code, case.outcome) {
+        (Some(0), Outcome::Succeeds | Outcome::Either(_)) => true,
+        (Some(1), Outcome::Fails(step) | Outcome::Either(step)) => {
+            let named = format!("failed at step {step}");
+            assert!(
+                done.run.stderr.contains(&named),
+                "the error must name step `{step}`\n{ctx}"
+            );
+            false
+        }
+        _ => panic!("expected {:?}\n{ctx}", case.outcome),
+    };
+
+    // What a reader sees: the old output or the complete new one, and a checkpoint
+    // that never runs ahead of the publish.
+    let raw = w.get(RAW).expect("a published object exists");
+    let sha = ckpt_sha(&w).expect("a checkpoint exists");
+    assert!(
+        raw == r.old_out || raw == r.new_out,
+        "published bytes ({} bytes) are neither the old nor the new output\n{ctx}",
+        raw.len()
+    );
+    assert!(
+        sha == r.old_sha || sha == r.new_sha,
+        "checkpoint names {sha}\n{ctx}"
+    );
+    if sha == r.new_sha {
+        assert!(
+            raw == r.new_out,
+            "the checkpoint names the new input but the new output is not published\n{ctx}"
+        );
+    }
+    let visible: Vec<String> = w
+        .snapshot()
+        .into_keys()
+        .filter(|k| !k.starts_with("staging/"))
+        .collect();
+    assert_eq!(
+        visible,
+        vec![CKPT.to_owned(), RAW.to_owned()],
+        "objects outside staging\n{ctx}"
+    );
+    if done.succeeded {
+        assert!(
+            raw == r.new_out,
+            "a successful run must publish the new output\n{ctx}"
+        );
+        assert_eq!(
+            sha, r.new_sha,
+            "a successful run must checkpoint the new input\n{ctx}"
+        );
+        assert_eq!(done.run.action(), "published", "{ctx}");
+    } else {
+        match case.after_failure {
+            Visible::Old => {
+                assert!(
+                    raw == r.old_out,
+                    "the old output must stay published\n{ctx}"
+                );
+                assert_eq!(
+                    sha, r.old_sha,
+                    "the checkpoint must stay on the old input\n{ctx}"
+                );
+            }
+            Visible::NewUnmarked => {
+                assert!(raw == r.new_out, "the new output must be published\n{ctx}");
+                assert_eq!(
+                    sha, r.old_sha,
+                    "the checkpoint must stay on the old input\n{ctx}"
+                );
+            }
+            Visible::Any => {}
+        }
+    }
+    eprintln!(
+        "[{} on {}] faulted run: exit {:?} in {:.1?}, fired {} of {} matching; published {}, checkpoint {}; leftovers {:?}",
+        case.name,
+        server.name(),
+        done.run.code,
+        done.elapsed,
+        done.fired(),
+        done.matched(),
+        if raw == r.new_out { "new" } else { "old" },
+        if sha == r.new_sha { "new" } else { "old" },
+        w.leftovers()
+    );
+    for line in done.run.stderr.lines() {
+        if line.starts_with("landing: error")
+            || line.starts_with("  caused by")
+            || (line.contains("WARN") && line.contains(": landing::"))
+        {
+            eprintln!("    {line}");
+        }
+    }
+
+    // --- a plain rerun recovers, and the one after it skips.
+    let rerun = w.run(&input, &[]);
+    let expected = if sha == r.new_sha {
+        "skipped"
+    } else {
+        "published"
+    };
+    assert_eq!(rerun.code, Some(0), "rerun: {}\n{ctx}", rerun.stderr);
+    assert_eq!(rerun.action(), expected, "rerun: {}", rerun.stdout);
+    assert!(
+        w.get(RAW).unwrap() == r.new_out,
+        "rerun must publish the new output"
+    );
+    assert_eq!(ckpt_sha(&w).unwrap(), r.new_sha);
+    assert!(
+        w.leftovers().is_empty(),
+        "leftovers after the rerun: {:?}",
+        w.leftovers()
+    );
+    let again = w.run(&input, &[]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(again.action(), "skipped");
+    done
+}
+
+fn upload_part(n: u32) -> Match {
+    Match::op(Op::UploadPart).query("partNumber", &n.to_string())
+}
+
+/// GET of the input: the first is the skip rule's hash pass (a checkpoint exists), the
+/// second the streaming pass.
+fn input_get() -> Match {
+    Match::method("GET").key_under(INBOX)
+}
+
+// ------------------------------------------------------------------ cases
+
+/// Without a fault the proxy is transparent: the run publishes the clean bytes, and
+/// the proxy saw every S3 step of the contract.
+fn proxy_forwards_faithfully(server: Server) {
+    let done = check(
+        server,
+        Case {
+            name: "no-fault",
+            rule: None,
+            also: Vec::new(),
+            env: Vec::new(),
+            outcome: Outcome::Succeeds,
+            after_failure: Visible::Any,
+        },
+    );
+    let p = &done.proxy;
+    let ctx = done.context();
+    assert_eq!(p.count(Op::UploadPart), 3, "{ctx}");
+    assert_eq!(p.count(Op::CreateMultipartUpload), 1, "{ctx}");
+    assert_eq!(p.count(Op::CompleteMultipartUpload), 1, "{ctx}");
+    assert_eq!(p.count(Op::CopyObject), 1, "{ctx}");
+    let seen = p.seen();
+    assert!(
+        seen.iter().all(|s| s.status.is_some_and(|c| c < 500)),
+        "every request answered, none failed by the server\n{ctx}"
+    );
+    let gets = seen
+        .iter()
+        .filter(|s| s.op == Op::GetObject && s.key.starts_with(INBOX))
+        .count();
+    assert_eq!(
+        gets, 2,
+        "hash pass + stream pass over the changed input\n{ctx}"
+    );
+    assert!(
+        seen.iter().any(|s| s.op == Op::PutObject
+            && s.key.starts_with(LAKE_CKPT)
+            && s.status == Some(200)),
+        "checkpoint written through the proxy\n{ctx}"
+    );
+}
+
+/// 503 SlowDown once on UploadPart 2: a throttle, retried by the SDK.
+fn upload_part_slowdown_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "part-503-once",
+            Rule::new(upload_part(2), Fault::SlowDown),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(
+        done.matched(),
+        2,
+        "part 2 sent twice (the retry)\n{}",
+        done.context()
+    );
+}
+
+/// 500 InternalError on every attempt at UploadPart 2: the run fails at `stage`,
+/// nothing a reader sees changes.
+fn upload_part_500_always(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "part-500-always",
+            Rule::new(upload_part(2), Fault::InternalError).always(),
+            Outcome::Fails("stage"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "3")
+        .leaves(Visible::Old),
+    );
+    assert_eq!(done.fired(), 3, "every attempt failed\n{}", done.context());
+    assert!(
+        done.run.stderr.contains("InternalError"),
+        "{}",
+        done.context()
+    );
+}
+
+/// The connection resets (no answer) once on UploadPart 2: retried, success.
+fn upload_part_reset_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "part-reset-once",
+            Rule::new(upload_part(2), Fault::Reset),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(done.matched(), 2, "{}", done.context());
+}
+
+/// UploadPart 1 reaches the server but its answer is lost: the retry uploads the same
+/// part again, success.
+fn upload_part_answer_lost_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "part-ack-lost",
+            Rule::new(upload_part(1), Fault::ResetAfterForward),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(done.matched(), 2, "{}", done.context());
+}
+
+/// 500 on every CreateMultipartUpload: fails at `stage` before any part.
+fn create_upload_500_always(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "create-500-always",
+            Rule::new(Match::op(Op::CreateMultipartUpload), Fault::InternalError).always(),
+            Outcome::Fails("stage"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2")
+        .leaves(Visible::Old),
+    );
+    assert_eq!(done.proxy.count(Op::UploadPart), 0, "{}", done.context());
+}
+
+/// 503 SlowDown once on the streaming GET of the input (before any body byte): the
+/// SDK retries the request, success.
+fn input_get_slowdown_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "input-503-once",
+            Rule::new(input_get(), Fault::SlowDown).skip(1),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(
+        done.matched(),
+        3,
+        "hash pass, throttled stream pass, retry\n{}",
+        done.context()
+    );
+}
+
+/// 500 on every read of the checkpoint: fails at `read-checkpoint`, nothing changes.
+fn read_checkpoint_500_always(server: Server) {
+    check(
+        server,
+        Case::new(
+            "ckpt-read-500",
+            Rule::new(
+                Match::op(Op::GetObject).key_under(LAKE_CKPT),
+                Fault::InternalError,
+            )
+            .always(),
+            Outcome::Fails("read-checkpoint"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2")
+        .leaves(Visible::Old),
+    );
+}
+
+/// 500 on every ListMultipartUploads of the sweep: fails at `sweep`, nothing changes.
+fn sweep_list_500_always(server: Server) {
+    check(
+        server,
+        Case::new(
+            "sweep-500",
+            Rule::new(Match::op(Op::ListMultipartUploads), Fault::InternalError).always(),
+            Outcome::Fails("sweep"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2")
+        .leaves(Visible::Old),
+    );
+}
+
+/// 500 on every DeleteObject of staging after the checkpoint: cleanup is best
+/// effort, the run succeeds and the next run sweeps the staging object.
+fn cleanup_delete_500_always(server: Server) {
+    check(
+        server,
+        Case::new(
+            "cleanup-500",
+            Rule::new(
+                Match::op(Op::DeleteObject).key_under("lake/staging/"),
+                Fault::InternalError,
+            )
+            .always(),
+            Outcome::Succeeds,
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2"),
+    );
+}
+
+/// The streaming read of the input is cut short after 1 MiB (headers promised the
+/// whole length): the run fails at `stream` (a streaming body is not retried).
+fn input_cut_short_while_streaming(server: Server) {
+    check(
+        server,
+        Case::new(
+            "input-cut-stream",
+            Rule::new(input_get(), Fault::CutBody { after: 1 << 20 }).skip(1),
+            Outcome::Either("stream"),
+        )
+        .leaves(Visible::Old),
+    );
+}
+
+/// The skip rule's hash pass over the input is cut short: the run fails at `hash`.
+fn input_cut_short_while_hashing(server: Server) {
+    check(
+        server,
+        Case::new(
+            "input-cut-hash",
+            Rule::new(input_get(), Fault::CutBody { after: 1 << 20 }),
+            Outcome::Either("hash"),
+        )
+        .leaves(Visible::Old),
+    );
+}
+
+/// The streaming read stalls after 1 MiB with the connection held open: with a 2 s
+/// read timeout the run fails at `stream` in bounded time instead of hanging.
+fn input_stalls_while_streaming(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "input-stall-stream",
+            Rule::new(input_get(), Fault::StallBody { after: 1 << 20 }).skip(1),
+            Outcome::Fails("stream"),
+        )
+        .env("LANDING_S3_READ_TIMEOUT", "2")
+        .leaves(Visible::Old),
+    );
+    assert!(
+        done.elapsed < Duration::from_secs(60),
+        "a stalled read must fail within the read timeout, not hang\n{}",
+        done.context()
+    );
+    assert!(done.run.stderr.contains("stalled"), "{}", done.context());
+}
+
+/// CompleteMultipartUpload answers 200 with an InternalError body (not performed):
+/// the SDK reads the body as an error, and InternalError is retryable for S3, so the
+/// retry completes the upload.
+fn complete_error_in_200_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "complete-200-error",
+            Rule::new(
+                Match::op(Op::CompleteMultipartUpload),
+                Fault::error_in_200("InternalError"),
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(done.matched(), 2, "Complete retried\n{}", done.context());
+}
+
+/// CompleteMultipartUpload answers 200 with an InternalError body on every attempt:
+/// fails at `stage`, the old output stays.
+fn complete_error_in_200_always(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "complete-200-error-always",
+            Rule::new(
+                Match::op(Op::CompleteMultipartUpload),
+                Fault::error_in_200("InternalError"),
+            )
+            .always(),
+            Outcome::Fails("stage"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "3")
+        .leaves(Visible::Old),
+    );
+    assert_eq!(done.fired(), 3, "{}", done.context());
+    assert_eq!(
+        done.proxy.count(Op::CopyObject),
+        0,
+        "nothing promoted\n{}",
+        done.context()
+    );
+}
+
+/// CompleteMultipartUpload is performed but its answer is lost (reset): the SDK
+/// retries Complete on an upload that is already complete.
+fn complete_answer_lost_once(server: Server) {
+    check(
+        server,
+        Case::new(
+            "complete-ack-lost",
+            Rule::new(
+                Match::op(Op::CompleteMultipartUpload),
+                Fault::ResetAfterForward,
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+}
+
+/// CopyObject answers 200 with an InternalError body on every attempt (never
+/// performed): the run fails at `publish`, the old output stays.
+fn copy_error_in_200_always(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "copy-200-error-always",
+            Rule::new(
+                Match::method("PUT").header("x-amz-copy-source"),
+                Fault::error_in_200("InternalError"),
+            )
+            .always(),
+            Outcome::Fails("publish"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "3")
+        .leaves(Visible::Old),
+    );
+    assert_eq!(done.fired(), 3, "{}", done.context());
+}
+
+/// The same, once: InternalError is retryable, the retried copy publishes.
+fn copy_error_in_200_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "copy-200-error-once",
+            Rule::new(
+                Match::op(Op::CopyObject),
+                Fault::error_in_200("InternalError"),
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(done.matched(), 2, "{}", done.context());
+}
+
+/// CopyObject is performed, but the client is told it failed (200 with an error
+/// body): the retried copy writes the same bytes again, success.
+fn copy_done_but_error_in_200(server: Server) {
+    check(
+        server,
+        Case::new(
+            "copy-done-200-error",
+            Rule::new(
+                Match::op(Op::CopyObject),
+                Fault::error_in_200_after_forward("InternalError"),
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+}
+
+/// CopyObject is performed, then every attempt is told it failed: the new output is
+/// published but the run fails at `publish`, and the checkpoint must not move (crash
+/// table: "after publish").
+fn copy_done_but_error_in_200_always(server: Server) {
+    check(
+        server,
+        Case::new(
+            "copy-done-200-error-always",
+            Rule::new(
+                Match::op(Op::CopyObject),
+                Fault::error_in_200_after_forward("InternalError"),
+            )
+            .always(),
+            Outcome::Fails("publish"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2")
+        .leaves(Visible::NewUnmarked),
+    );
+}
+
+/// CopyObject is performed but its answer is lost (reset): the retried copy is
+/// idempotent, success.
+fn copy_answer_lost_once(server: Server) {
+    check(
+        server,
+        Case::new(
+            "copy-ack-lost",
+            Rule::new(Match::op(Op::CopyObject), Fault::ResetAfterForward),
+            Outcome::Succeeds,
+        ),
+    );
+}
+
+/// CopyObject is performed but its answer stalls after the status line and headers
+/// (a hung connection): the operation timeout (3 s here) ends the attempt, and the run
+/// fails at `publish` in bounded time; the copy landed, so the new output is visible
+/// and the checkpoint must not move.
+fn copy_answer_stalls(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "copy-stall",
+            Rule::new(Match::op(Op::CopyObject), Fault::StallBody { after: 0 }).always(),
+            Outcome::Fails("publish"),
+        )
+        .env("LANDING_S3_OPERATION_TIMEOUT", "3")
+        .leaves(Visible::NewUnmarked),
+    );
+    assert!(
+        done.elapsed < Duration::from_secs(60),
+        "a stalled answer must fail within the operation timeout, not hang\n{}",
+        done.context()
+    );
+}
+
+/// The HeadObject that verifies the published copy fails (503 on every attempt): the
+/// copy is done, so the new output is published, but the checkpoint must not move.
+/// (The first HEAD of raw/ is the skip rule's; the second is the verification.)
+fn verify_head_503_always(server: Server) {
+    check(
+        server,
+        Case::new(
+            "verify-head-503",
+            Rule::new(
+                Match::op(Op::HeadObject).key_under(LAKE_RAW),
+                Fault::SlowDown,
+            )
+            .skip(1)
+            .always(),
+            Outcome::Fails("publish"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2")
+        .leaves(Visible::NewUnmarked),
+    );
+}
+
+/// 503 SlowDown on every attempt at the checkpoint PUT: fails at `checkpoint` in the
+/// crash table's "after publish" state (new output, old checkpoint); the rerun
+/// republishes the same bytes and checkpoints.
+fn checkpoint_put_503_always(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "ckpt-503-always",
+            Rule::new(
+                Match::op(Op::PutObject).key_under(LAKE_CKPT),
+                Fault::SlowDown,
+            )
+            .always(),
+            Outcome::Fails("checkpoint"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "3")
+        .leaves(Visible::NewUnmarked),
+    );
+    assert_eq!(
+        done.fired(),
+        3,
+        "every attempt throttled\n{}",
+        done.context()
+    );
+}
+
+/// 503 once on the checkpoint PUT: retried, success.
+fn checkpoint_put_slowdown_once(server: Server) {
+    check(
+        server,
+        Case::new(
+            "ckpt-503-once",
+            Rule::new(
+                Match::op(Op::PutObject).key_under(LAKE_CKPT),
+                Fault::SlowDown,
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+}
+
+/// The conditional checkpoint PUT is performed but its answer is lost: the SDK's
+/// retry carries the old If-Match and gets 412. The job must recognise its own
+/// checkpoint (same input, same published object) rather than fail or overwrite.
+fn checkpoint_put_answer_lost_once(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "ckpt-ack-lost",
+            Rule::new(
+                Match::op(Op::PutObject).key_under(LAKE_CKPT),
+                Fault::ResetAfterForward,
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+    assert_eq!(
+        done.matched(),
+        2,
+        "the checkpoint PUT was retried\n{}",
+        done.context()
+    );
+    // This run wrote the checkpoint; its summary must say so.
+    let summary = done.run.summary.as_ref().expect("summary");
+    assert_eq!(
+        summary["checkpoint_moved"],
+        true,
+        "the run's own checkpoint write landed (answer lost): checkpoint_moved must be true\n{}",
+        done.context()
+    );
+}
+
+/// The conditional create of the lease (`If-None-Match: *`) is performed but its
+/// answer is lost: the retry gets 412 against the run's own lease. The run must
+/// recognise its own lease (same run id) instead of exiting busy against itself.
+fn lease_create_answer_lost_once(server: Server) {
+    check(
+        server,
+        Case::new(
+            "lease-ack-lost",
+            Rule::new(
+                Match::op(Op::PutObject)
+                    .key_under(LAKE_LOCKS)
+                    .header("if-none-match"),
+                Fault::ResetAfterForward,
+            ),
+            Outcome::Succeeds,
+        ),
+    );
+}
+
+/// A lease renewal (`If-Match: <etag>`) is performed but its answer is lost: the
+/// retry gets 412 against the run's own renewed lease. The run must recognise its
+/// own lease instead of declaring it lost and failing. A 1 s lease renews every
+/// ~333 ms; a slow CopyObject (2 s) makes sure renewals happen during the run.
+fn lease_renewal_answer_lost_once(server: Server) {
+    check(
+        server,
+        Case::new(
+            "lease-renew-ack-lost",
+            Rule::new(
+                Match::op(Op::PutObject)
+                    .key_under(LAKE_LOCKS)
+                    .header("if-match"),
+                Fault::ResetAfterForward,
+            ),
+            Outcome::Succeeds,
+        )
+        .also(Rule::new(
+            Match::op(Op::CopyObject),
+            Fault::Delay { ms: 2_000 },
+        ))
+        .env("LANDING_LEASE_TTL", "1"),
+    );
+}
+
+/// 503 on every attempt at taking the lease: fails at `lease`, nothing changes.
+fn lease_put_503_always(server: Server) {
+    let done = check(
+        server,
+        Case::new(
+            "lease-503-always",
+            Rule::new(
+                Match::op(Op::PutObject).key_under(LAKE_LOCKS),
+                Fault::SlowDown,
+            )
+            .always(),
+            Outcome::Fails("lease"),
+        )
+        .env("LANDING_S3_MAX_ATTEMPTS", "2")
+        .leaves(Visible::Old),
+    );
+    assert_eq!(
+        done.proxy.count(Op::GetObject),
+        0,
+        "no input read without the lease\n{}",
+        done.context()
+    );
+}
+
+macro_rules! fault_tests {
+    ($($name:ident: [$($backend:ident),*];)*) => {$(
+        mod $name {
+            use super::*;
+            $(
+                #[test]
+                fn $backend() {
+                    let server = match stringify!($backend) {
+                        "seaweed" => Server::Seaweed,
+                        _ => Server::Moto,
+                    };
+                    super::$name(server)
+                }
+            )*
+        }
+    )*};
+}
+
+fault_tests! {
+    proxy_forwards_faithfully: [seaweed, moto];
+    upload_part_slowdown_once: [seaweed, moto];
+    upload_part_500_always: [seaweed, moto];
+    upload_part_reset_once: [seaweed, moto];
+    upload_part_answer_lost_once: [seaweed];
+    create_upload_500_always: [seaweed];
+    input_get_slowdown_once: [seaweed, moto];
+    read_checkpoint_500_always: [seaweed];
+    sweep_list_500_always: [seaweed];
+    cleanup_delete_500_always: [seaweed];
+    input_cut_short_while_streaming: [seaweed, moto];
+    input_cut_short_while_hashing: [seaweed];
+    input_stalls_while_streaming: [seaweed, moto];
+    complete_error_in_200_once: [seaweed, moto];
+    complete_error_in_200_always: [seaweed];
+    complete_answer_lost_once: [seaweed, moto];
+    copy_error_in_200_always: [seaweed, moto];
+    copy_error_in_200_once: [seaweed, moto];
+    copy_done_but_error_in_200: [seaweed];
+    copy_done_but_error_in_200_always: [seaweed];
+    copy_answer_lost_once: [seaweed];
+    copy_answer_stalls: [seaweed];
+    verify_head_503_always: [seaweed];
+    checkpoint_put_503_always: [seaweed, moto];
+    checkpoint_put_slowdown_once: [seaweed];
+    checkpoint_put_answer_lost_once: [seaweed, moto];
+    lease_put_503_always: [seaweed];
+    lease_create_answer_lost_once: [seaweed, moto];
+    lease_renewal_answer_lost_once: [seaweed];
+}
+
+// ------------------------------------------------------------------ the proxy itself
+
+/// What the job does not send but the SDK may: an aws-chunked streaming upload (a
+/// body read from a file, with a trailing CRC32). Through the proxy it arrives whole.
+#[test]
+fn proxy_forwards_aws_chunked_uploads() {
+    let server = Server::Seaweed;
+    let proxy = Proxy::start(&server.endpoint());
+    let bytes = generated(20_000, 5);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let got = rt.block_on(async {
+        let (admin, bucket) = server.fresh_bucket("proxy-aws-chunked").await;
+        let sdk = server.sdk_config().await;
+        let via_proxy = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .endpoint_url(proxy.url())
+                .force_path_style(true)
+                .build(),
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("body");
+        std::fs::write(&path, &bytes).expect("write body");
+        let body = aws_sdk_s3::primitives::ByteStream::from_path(&path)
+            .await
+            .expect("body from path");
+        via_proxy
+            .put_object()
+            .bucket(&bucket)
+            .key("streamed")
+            .body(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}\n{}",
+                    aws_sdk_s3::error::DisplayErrorContext(e),
+                    proxy.report()
+                )
+            });
+        admin
+            .get_object()
+            .bucket(&bucket)
+            .key("streamed")
+            .send()
+            .await
+            .expect("get")
+            .body
+            .collect()
+            .await
+            .expect("body")
+            .into_bytes()
+    });
+    assert!(got == bytes, "the object differs from what was uploaded");
+    assert!(
+        proxy
+            .seen()
+            .iter()
+            .any(|s| s.op == Op::PutObject && s.framing.contains("aws-chunked")),
+        "the upload was not aws-chunked, so this test proves nothing\n{}",
+        proxy.report()
+    );
+}
+
+/// HTTP/1.1 framing through the proxy, byte for byte, on one keep-alive client
+/// connection: a chunked request with trailers answered with a chunked response, then
+/// a Content-Length request answered with a Content-Length response.
+#[test]
+fn proxy_relays_chunked_and_length_framing_byte_for_byte() {
+    use std::io::{BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    let upstream = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let up_addr = upstream.local_addr().unwrap();
+    let req1 = b"PUT /b/k1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\nTransfer-Encoding: chunked\r\nx-amz-trailer: x-amz-checksum-crc32\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-amz-checksum-crc32: AAAAAA==\r\n\r\n".to_vec();
+    let resp1 = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: \"e1\"\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_vec();
+    let req2 = b"PUT /b/k2 HTTP/1.1\r\nHost: 127.0.0.1:1\r\nContent-Length: 4\r\n\r\nwxyz".to_vec();
+    let resp2 = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nETag: \"e2\"\r\n\r\nok".to_vec();
+
+    // The upstream: one connection per request (the proxy opens a fresh one each time);
+    // it reads each request by its known length and answers.
+    let server = {
+        let (req1, resp1, req2, resp2) = (req1.clone(), resp1.clone(), req2.clone(), resp2.clone());
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            for (req, resp) in [(req1, resp1), (req2, resp2)] {
+                let (mut sock, _) = upstream.accept().expect("accept");
+                let mut buf = vec![0u8; req.len()];
+                sock.read_exact(&mut buf).expect("read request");
+                sock.write_all(&resp).expect("answer");
+                got.push(buf);
+            }
+            got
+        })
+    };
+
+    let proxy = Proxy::start(&format!("http://{up_addr}"));
+    let addr = proxy.url().trim_start_matches("http://").to_owned();
+    let mut client = TcpStream::connect(addr).expect("connect to the proxy");
+    let mut reader = BufReader::new(client.try_clone().unwrap());
+    let mut read_exactly = |n: usize| {
+        let mut b = vec![0u8; n];
+        reader.read_exact(&mut b).expect("read answer");
+        b
+    };
+    client.write_all(&req1).unwrap();
+    assert_eq!(read_exactly(resp1.len()), resp1);
+    client.write_all(&req2).unwrap();
+    assert_eq!(read_exactly(resp2.len()), resp2);
+    drop(client);
+    let got = server.join().expect("upstream thread");
+    assert_eq!(got, vec![req1, req2], "the upstream received other bytes");
+    let seen = proxy.seen();
+    assert_eq!(seen.len(), 2, "{}", proxy.report());
+    assert_eq!(seen[0].framing, "chunked");
+    assert_eq!(seen[1].framing, "length 4");
+    assert!(
+        seen.iter().all(|s| s.status == Some(200)),
+        "{}",
+        proxy.report()
+    );
+}

@@ -1,20 +1,21 @@
-//! Identity: the input's SHA-256, and the per-event dedup index.
+//! Identity: the input's SHA-256 helpers, and the per-event dedup index.
 //!
 //! The index maps a 64-bit digest of each `event_id` to a 128-bit digest of the
-//! event's canonical form (never the id or the payload themselves), 24 bytes of
-//! payload per distinct event. The digests are seeded per run, so nobody can craft
+//! event's canonical form (never the id or the payload themselves): 24 bytes per
+//! distinct event in an open-addressing table kept at most 85% full, so about 28
+//! to 33 bytes per event. The digests are seeded per run, so nobody can craft
 //! collisions in advance. A collision can only err towards refusing a file, never
 //! towards silently collapsing two different events:
 //! - two ids sharing an id digest with different canonical digests look like an
 //!   `id_collision` and refuse the file (a false refusal, safe);
 //! - two events are collapsed only if their canonical digests are equal, and since
 //!   the canonical form contains the `event_id`, that needs a 128-bit collision.
+//!
+//! On a peak day the table is gigabytes and every insert is a cache miss, so the
+//! table is sized once from an estimate (no rehash peak), backed by huge pages where
+//! the kernel allows, and callers [`DedupIndex::prefetch`] a slot a few events before
+//! they [`DedupIndex::insert`] into it.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-use nohash_hasher::NoHashHasher;
 use xxhash_rust::xxh3::{xxh3_128_with_seed, xxh3_64_with_seed};
 
 /// What the index says about an event.
@@ -28,24 +29,36 @@ pub enum Seen {
     Collision,
 }
 
-/// Keys are already uniform digests, so the map must not hash them again.
-type IdMap = HashMap<u64, [u64; 2], BuildHasherDefault<NoHashHasher<u64>>>;
+/// The digests of one event: (id digest, canonical digest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digests {
+    key: u64,
+    value: [u64; 2],
+}
+
+/// One slot: id digest (0 = empty) and canonical digest.
+type Slot = [u64; 3];
 
 /// Fixed-size entry per distinct `event_id`.
 pub struct DedupIndex {
-    map: IdMap,
+    slots: Vec<Slot>,
+    len: usize,
     seed: u64,
 }
 
 /// Headroom over an estimated event count, so a slightly low estimate does not
 /// trigger a rehash (which briefly holds the old and the new table together).
 const PRESIZE_HEADROOM: f64 = 1.1;
+/// Linear probing stays short below this load.
+const MAX_LOAD: f64 = 0.85;
 
 impl DedupIndex {
     /// An index with room for `events` distinct events without growing.
     pub fn with_capacity(events: usize, seed: u64) -> Self {
+        let slots = ((events.max(16) as f64) / MAX_LOAD) as usize + 1;
         DedupIndex {
-            map: IdMap::with_capacity_and_hasher(events, Default::default()),
+            slots: zeroed_table(slots),
+            len: 0,
             seed,
         }
     }
@@ -58,29 +71,121 @@ impl DedupIndex {
         (input_size as f64 / avg * PRESIZE_HEADROOM) as usize + 1024
     }
 
+    /// The seeded digests of an event.
+    pub fn digests(&self, event_id: &[u8], canonical: &[u8]) -> Digests {
+        // 0 marks an empty slot; move the one id digest that collides with it.
+        let key = xxh3_64_with_seed(event_id, self.seed).max(1);
+        let d = xxh3_128_with_seed(canonical, self.seed);
+        Digests {
+            key,
+            value: [d as u64, (d >> 64) as u64],
+        }
+    }
+
+    /// Home slot of a key: the high bits of key × capacity (uniform for any size).
+    fn home(&self, key: u64) -> usize {
+        ((key as u128 * self.slots.len() as u128) >> 64) as usize
+    }
+
+    /// Start loading the slot `d` will probe, so a later insert finds it in cache.
+    pub fn prefetch(&self, d: &Digests) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = self.slots.as_ptr().wrapping_add(self.home(d.key)).cast::<i8>();
+            // SAFETY: a prefetch is a hint; it never faults, even on a bad address
+            // (and this one is inside the table).
+            #[allow(unused_unsafe)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0)
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = d;
+    }
+
+    /// Record an event by its digests.
+    pub fn insert(&mut self, d: Digests) -> Seen {
+        if (self.len + 1) as f64 > self.slots.len() as f64 * MAX_LOAD {
+            self.grow();
+        }
+        let n = self.slots.len();
+        let mut i = self.home(d.key);
+        loop {
+            let slot = &mut self.slots[i];
+            if slot[0] == 0 {
+                *slot = [d.key, d.value[0], d.value[1]];
+                self.len += 1;
+                return Seen::New;
+            }
+            if slot[0] == d.key {
+                return if slot[1..] == d.value {
+                    Seen::Duplicate
+                } else {
+                    Seen::Collision
+                };
+            }
+            i += 1;
+            if i == n {
+                i = 0;
+            }
+        }
+    }
+
     /// Record an event by its id and canonical bytes.
     pub fn observe(&mut self, event_id: &[u8], canonical: &[u8]) -> Seen {
-        let key = xxh3_64_with_seed(event_id, self.seed);
-        let d = xxh3_128_with_seed(canonical, self.seed);
-        let value = [d as u64, (d >> 64) as u64];
-        match self.map.entry(key) {
-            Entry::Vacant(v) => {
-                v.insert(value);
-                Seen::New
-            }
-            Entry::Occupied(o) if *o.get() == value => Seen::Duplicate,
-            Entry::Occupied(_) => Seen::Collision,
+        let d = self.digests(event_id, canonical);
+        self.insert(d)
+    }
+
+    /// An estimate was low: move to a table half as large again.
+    fn grow(&mut self) {
+        let bigger = DedupIndex::with_capacity(self.slots.len() * 3 / 2, self.seed);
+        let old = std::mem::replace(self, bigger);
+        for s in old.slots.iter().filter(|s| s[0] != 0) {
+            self.insert(Digests {
+                key: s[0],
+                value: [s[1], s[2]],
+            });
         }
     }
 
     /// Distinct event ids seen.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len == 0
     }
+
+    /// Slots allocated (for tests of sizing).
+    pub fn capacity(&self) -> usize {
+        (self.slots.len() as f64 * MAX_LOAD) as usize
+    }
+}
+
+/// A zeroed table. `vec!` of zeroes comes from calloc, so pages are only touched
+/// when used; on Linux the range is also offered to transparent huge pages, which
+/// cuts the TLB misses of random inserts into a multi-GiB table.
+fn zeroed_table(slots: usize) -> Vec<Slot> {
+    let table = vec![[0u64; 3]; slots];
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = slots * std::mem::size_of::<Slot>();
+        if bytes >= 4 * HUGE {
+            let start = table.as_ptr() as usize;
+            let aligned = (start + HUGE - 1) & !(HUGE - 1);
+            let len = (start + bytes - aligned) & !(HUGE - 1);
+            // SAFETY: the range lies inside the table's own allocation; MADV_HUGEPAGE
+            // only changes how the kernel backs it, never its contents. A failure
+            // (THP disabled) is harmless and ignored.
+            unsafe {
+                libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    table
 }
 
 /// Hex form of a SHA-256 digest.
@@ -122,12 +227,33 @@ mod tests {
     #[test]
     fn presizing_avoids_growth() {
         let mut ix = DedupIndex::with_capacity(10_000, 1);
-        let cap = ix.map.capacity();
-        assert!(cap >= 10_000);
+        let slots = ix.slots.len();
         for i in 0..10_000u32 {
-            ix.observe(&i.to_le_bytes(), &i.to_be_bytes());
+            assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::New);
         }
-        assert_eq!(ix.map.capacity(), cap);
+        assert_eq!(ix.slots.len(), slots);
+    }
+
+    #[test]
+    fn grows_past_an_estimate_and_keeps_every_entry() {
+        let mut ix = DedupIndex::with_capacity(16, 3);
+        for i in 0..50_000u32 {
+            assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::New);
+        }
+        assert_eq!(ix.len(), 50_000);
+        for i in 0..50_000u32 {
+            assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::Duplicate);
+            assert_eq!(ix.observe(&i.to_le_bytes(), b"other"), Seen::Collision);
+        }
+    }
+
+    #[test]
+    fn prefetch_then_insert_is_the_same_as_insert() {
+        let mut ix = DedupIndex::with_capacity(100, 9);
+        let d = ix.digests(b"e1", b"x");
+        ix.prefetch(&d);
+        assert_eq!(ix.insert(d), Seen::New);
+        assert_eq!(ix.observe(b"e1", b"x"), Seen::Duplicate);
     }
 
     #[test]

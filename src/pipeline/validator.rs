@@ -3,7 +3,9 @@
 //! fed from any reader and tested without a store.
 
 use crate::contract::{self, Line, LineFramer, Reason, Verdict};
-use crate::identity::{DedupIndex, Seen};
+use std::collections::VecDeque;
+
+use crate::identity::{DedupIndex, Digests, Seen};
 use crate::summary::{Refusal, RefusalKind, Rejected};
 
 /// Row counts of one input.
@@ -31,7 +33,9 @@ struct State {
     counts: Counts,
     out: Vec<u8>,
     quarantine: Vec<u8>,
-    canon: Vec<u8>,
+    pending: VecDeque<Pending>,
+    /// Canonical buffers of resolved events, reused.
+    spare: Vec<Vec<u8>>,
     refusal: Option<Refusal>,
     first_rejects: Vec<Rejected>,
 }
@@ -49,7 +53,8 @@ impl Validator {
                 counts: Counts::default(),
                 out: Vec::with_capacity(2 << 20),
                 quarantine: Vec::new(),
-                canon: Vec::with_capacity(512),
+                pending: VecDeque::with_capacity(PREFETCH_DEPTH + 1),
+                spare: Vec::new(),
                 refusal: None,
                 first_rejects: Vec::new(),
             },
@@ -78,7 +83,7 @@ impl Validator {
             return;
         }
         let state = &mut self.state;
-        if let Err(r) = self.framer.finish(|line| state.line(line)) {
+        if let Err(r) = self.framer.finish(|line| state.line(line)).and_then(|()| state.drain()) {
             self.state.refusal = Some(r);
         }
     }
@@ -111,46 +116,94 @@ impl Validator {
     }
 }
 
+/// Accepted events wait this many lines between the prefetch of their index slot
+/// and the insert, so the cache misses of a large index overlap.
+const PREFETCH_DEPTH: usize = 8;
+
+/// An accepted event whose index slot is being prefetched.
+struct Pending {
+    number: u64,
+    digests: Digests,
+    canonical: Vec<u8>,
+}
+
 impl State {
     fn line(&mut self, line: Line<'_>) -> Result<(), Refusal> {
         match line {
             Line::TooLong { number } => self.reject(number, Reason::LineTooLong),
             Line::Content { number, bytes } => match contract::validate(bytes) {
-                Verdict::Accept(event) => {
-                    self.canon.clear();
-                    event.write_canonical(&mut self.canon);
-                    let index = self
-                        .index
-                        .get_or_insert_with(|| DedupIndex::with_capacity(1024, self.seed));
-                    match index.observe(event.event_id.as_bytes(), &self.canon) {
-                        Seen::New => {
-                            self.counts.accepted += 1;
-                            self.out.extend_from_slice(&self.canon);
-                            self.out.push(b'\n');
-                            Ok(())
-                        }
-                        Seen::Duplicate => {
-                            self.counts.duplicates += 1;
-                            Ok(())
-                        }
-                        Seen::Collision => Err(Refusal {
-                            kind: RefusalKind::IdCollision,
-                            line: number,
-                            field: None,
-                        }),
-                    }
-                }
+                Verdict::Accept(event) => self.accept(number, &event),
                 Verdict::Quarantine(reason) => self.reject(number, reason),
-                Verdict::Prohibited(field) => Err(Refusal {
-                    kind: RefusalKind::ProhibitedField,
-                    line: number,
-                    field: Some(field),
-                }),
+                Verdict::Prohibited(field) => {
+                    // Earlier lines decide first: one of them may be a collision.
+                    self.drain()?;
+                    Err(Refusal {
+                        kind: RefusalKind::ProhibitedField,
+                        line: number,
+                        field: Some(field),
+                    })
+                }
             },
         }
     }
 
+    /// Queue an accepted event behind a prefetch of its index slot.
+    fn accept(&mut self, number: u64, event: &contract::Event<'_>) -> Result<(), Refusal> {
+        let mut canonical = self.spare.pop().unwrap_or_default();
+        canonical.clear();
+        event.write_canonical(&mut canonical);
+        let index = self
+            .index
+            .get_or_insert_with(|| DedupIndex::with_capacity(1024, self.seed));
+        let digests = index.digests(event.event_id.as_bytes(), &canonical);
+        index.prefetch(&digests);
+        self.pending.push_back(Pending {
+            number,
+            digests,
+            canonical,
+        });
+        if self.pending.len() > PREFETCH_DEPTH {
+            self.resolve_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// Insert the oldest pending event: publish it, collapse it, or refuse.
+    fn resolve_oldest(&mut self) -> Result<(), Refusal> {
+        let (Some(p), Some(index)) = (self.pending.pop_front(), self.index.as_mut()) else {
+            return Ok(());
+        };
+        let seen = index.insert(p.digests);
+        match seen {
+            Seen::New => {
+                self.counts.accepted += 1;
+                self.out.extend_from_slice(&p.canonical);
+                self.out.push(b'\n');
+            }
+            Seen::Duplicate => self.counts.duplicates += 1,
+            Seen::Collision => {
+                return Err(Refusal {
+                    kind: RefusalKind::IdCollision,
+                    line: p.number,
+                    field: None,
+                })
+            }
+        }
+        self.spare.push(p.canonical);
+        Ok(())
+    }
+
+    /// Resolve every pending event, in input order.
+    fn drain(&mut self) -> Result<(), Refusal> {
+        while !self.pending.is_empty() {
+            self.resolve_oldest()?;
+        }
+        Ok(())
+    }
+
     fn reject(&mut self, number: u64, reason: Reason) -> Result<(), Refusal> {
+        // Counts and the cap are decided in line order.
+        self.drain()?;
         self.counts.rejected += 1;
         if self.counts.rejected > self.cap {
             return Err(Refusal {

@@ -66,7 +66,10 @@ pub enum LogFormat {
 /// checksums aws-sdk-s3 adds by default since January 2025.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ChecksumMode {
+    /// The SDK's spelling (`when_supported`), as in AWS_REQUEST_CHECKSUM_CALCULATION.
+    #[value(name = "when_supported", alias = "when-supported")]
     WhenSupported,
+    #[value(name = "when_required", alias = "when-required")]
     WhenRequired,
 }
 

@@ -57,11 +57,11 @@ fn expected_output(input: &[u8]) -> String {
     let mut out = Sha256::new();
     for chunk in input.chunks(1 << 20) {
         v.feed(chunk);
-        out.update(&v.output()[..]);
-        v.output().clear();
+        out.update(&v.sequencer().output()[..]);
+        v.sequencer().output().clear();
     }
     v.finish();
-    out.update(&v.output()[..]);
+    out.update(&v.sequencer().output()[..]);
     hex(&out.finalize())
 }
 

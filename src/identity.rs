@@ -36,6 +36,19 @@ pub struct Digests {
     value: [u64; 2],
 }
 
+impl Digests {
+    /// The digests of an event under `seed` (the index's seed).
+    pub fn of(seed: u64, event_id: &[u8], canonical: &[u8]) -> Digests {
+        // 0 marks an empty slot; move the one id digest that collides with it.
+        let key = xxh3_64_with_seed(event_id, seed).max(1);
+        let d = xxh3_128_with_seed(canonical, seed);
+        Digests {
+            key,
+            value: [d as u64, (d >> 64) as u64],
+        }
+    }
+}
+
 /// One slot: id digest (0 = empty) and canonical digest.
 type Slot = [u64; 3];
 
@@ -73,13 +86,7 @@ impl DedupIndex {
 
     /// The seeded digests of an event.
     pub fn digests(&self, event_id: &[u8], canonical: &[u8]) -> Digests {
-        // 0 marks an empty slot; move the one id digest that collides with it.
-        let key = xxh3_64_with_seed(event_id, self.seed).max(1);
-        let d = xxh3_128_with_seed(canonical, self.seed);
-        Digests {
-            key,
-            value: [d as u64, (d >> 64) as u64],
-        }
+        Digests::of(self.seed, event_id, canonical)
     }
 
     /// Home slot of a key: the high bits of key × capacity (uniform for any size).
@@ -91,7 +98,11 @@ impl DedupIndex {
     pub fn prefetch(&self, d: &Digests) {
         #[cfg(target_arch = "x86_64")]
         {
-            let p = self.slots.as_ptr().wrapping_add(self.home(d.key)).cast::<i8>();
+            let p = self
+                .slots
+                .as_ptr()
+                .wrapping_add(self.home(d.key))
+                .cast::<i8>();
             // SAFETY: a prefetch is a hint; it never faults, even on a bad address
             // (and this one is inside the table).
             #[allow(unused_unsafe)]
@@ -242,7 +253,10 @@ mod tests {
         }
         assert_eq!(ix.len(), 50_000);
         for i in 0..50_000u32 {
-            assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::Duplicate);
+            assert_eq!(
+                ix.observe(&i.to_le_bytes(), &i.to_be_bytes()),
+                Seen::Duplicate
+            );
             assert_eq!(ix.observe(&i.to_le_bytes(), b"other"), Seen::Collision);
         }
     }

@@ -230,3 +230,21 @@ fn least_privilege_job_lands_and_reader_is_confined() {
         Some(403)
     );
 }
+
+/// The README's checksum settings (the SDK's own variable names and spellings) are
+/// accepted and the job lands with them on both servers.
+#[test]
+fn checksum_when_required_from_the_environment() {
+    on_both(|server| {
+        let w = World::new(Kind::S3(server), "cksum");
+        let input = w.put_input("day.jsonl", &generated(30_000, 23));
+        let env = [
+            ("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"),
+            ("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required"),
+        ];
+        let r = w.run_env(&input, &["--s3-part-size-mib", "5"], &env);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert_eq!(r.action(), "published");
+        assert_eq!(w.run_env(&input, &[], &env).action(), "skipped");
+    });
+}

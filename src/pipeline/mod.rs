@@ -8,6 +8,7 @@ mod validator;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -18,6 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use validator::{check_batch, Batch, Checked, Framer, Sequencer};
 pub use validator::{Counts, Validator, CHECK_REASONS};
 
 use crate::checkpoint::{self, Checkpoint, Current};
@@ -268,40 +270,53 @@ async fn try_skip(ctx: &Ctx<'_>, cur: &Current) -> Result<Option<Summary>> {
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
-    let (sha, _) = scan(reader, &ctx.input_location, progress, None).await?;
+    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, None).await?;
     Ok(sha)
 }
 
-/// Output of the validation thread, in input order.
+/// Output of the sequencer, in input order.
 enum Out {
     Data(Bytes),
     Quarantine(Bytes),
 }
 
-/// Read the input once, hash every byte on this task and, if a validator is given,
-/// validate on a second thread so both cores work; with `out`, the validator sends
-/// published bytes and quarantine records there as they come, otherwise it drops
-/// them (`check`). After a refusal the input is still hashed to the end.
+/// Validation workers: both cores share the bulk of the work (see `validator`).
+const WORKERS: usize = 2;
+
+/// Read the input once. Every byte is hashed on a thread of its own; with a
+/// sequencer, lines are framed here, checked by [`WORKERS`] threads in parallel and
+/// sequenced in input order on another, which sends published bytes and quarantine
+/// records to `out` (or drops them: `check`). After a refusal the input is still
+/// read to the end for its hash, but no longer validated.
 async fn scan(
     mut reader: ObjectReader,
     input: &str,
     mut progress: Progress,
-    validate: Option<(Validator, Option<mpsc::Sender<Out>>)>,
-) -> Result<(String, Option<Validator>)> {
-    let (chunk_tx, worker) = match validate {
-        Some((v, out)) => {
-            let (tx, rx) = mpsc::channel::<Bytes>(8);
-            (
-                Some(tx),
-                Some(tokio::task::spawn_blocking(move || {
-                    validate_chunks(v, rx, out)
-                })),
-            )
+    max_line_bytes: usize,
+    validate: Option<(Sequencer, Option<mpsc::Sender<Out>>)>,
+) -> Result<(String, Option<Sequencer>)> {
+    let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(16);
+    let hasher = tokio::task::spawn_blocking(move || {
+        let mut h = Sha256::new();
+        while let Some(chunk) = hash_rx.blocking_recv() {
+            h.update(&chunk);
         }
-        None => (None, None),
+        hex(&h.finalize())
+    });
+    let seed = random_u64();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (mut framer, mut batch_txs, sequencer) = match validate {
+        Some((seq, out)) => {
+            let (txs, rxs): (Vec<_>, Vec<_>) =
+                (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
+            let checked: Vec<_> = rxs.into_iter().map(|rx| spawn_checker(rx, seed)).collect();
+            let stop2 = stop.clone();
+            let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
+            (Some(Framer::new(max_line_bytes)), txs, Some(seq))
+        }
+        None => (None, Vec::new(), None),
     };
-    let mut hasher = Sha256::new();
-    let mut chunk_tx = chunk_tx;
+    let mut next = 0usize;
     loop {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let n = reader
@@ -313,68 +328,99 @@ async fn scan(
             break;
         }
         let chunk = buf.freeze();
-        hasher.update(&chunk);
         progress.inc(n as u64);
-        // A closed channel means the writer failed; the worker's result says why.
-        if let Some(tx) = &chunk_tx {
-            if tx.send(chunk).await.is_err() {
-                chunk_tx = None;
-                break;
+        if hash_tx.send(chunk.clone()).await.is_err() {
+            return Err(Error::store("hash input", input, "hasher stopped"));
+        }
+        if let Some(f) = framer.as_mut() {
+            if stop.load(Ordering::Relaxed) {
+                // Refused, or the writer failed: only the hash is still wanted.
+                framer = None;
+                batch_txs.clear();
+                continue;
             }
+            let batch = f.push(chunk);
+            if batch_txs[next % WORKERS].send(batch).await.is_err() {
+                framer = None;
+                batch_txs.clear();
+            }
+            next += 1;
         }
     }
-    drop(chunk_tx);
+    if let Some(mut f) = framer {
+        let _ = batch_txs[next % WORKERS].send(f.finish()).await;
+    }
+    drop(batch_txs);
+    drop(hash_tx);
     progress.finish();
-    let validator = match worker {
-        Some(w) => Some(
-            w.await
-                .map_err(|e| Error::store("join validator", input, e))?,
+    let sha = hasher
+        .await
+        .map_err(|e| Error::store("join hasher", input, e))?;
+    let seq = match sequencer {
+        Some(s) => Some(
+            s.await
+                .map_err(|e| Error::store("join sequencer", input, e))?,
         ),
         None => None,
     };
-    Ok((hex(&hasher.finalize()), validator))
+    Ok((sha, seq))
 }
 
-/// The validation thread: frame, validate, and hand output on in pieces.
-fn validate_chunks(
-    mut v: Validator,
-    mut rx: mpsc::Receiver<Bytes>,
+/// A validation worker: checks batches as they come, in its own order.
+fn spawn_checker(mut rx: mpsc::Receiver<Batch>, seed: u64) -> mpsc::Receiver<Checked> {
+    let (tx, out) = mpsc::channel::<Checked>(4);
+    tokio::task::spawn_blocking(move || {
+        while let Some(batch) = rx.blocking_recv() {
+            if tx.blocking_send(check_batch(&batch, seed)).is_err() {
+                return;
+            }
+        }
+    });
+    out
+}
+
+/// The sequencer: takes checked batches round-robin from the workers (the order
+/// the framer dealt them), so decisions follow input order exactly.
+fn sequence(
+    mut seq: Sequencer,
+    mut checked: Vec<mpsc::Receiver<Checked>>,
     out: Option<mpsc::Sender<Out>>,
-) -> Validator {
-    let send = |v: &mut Validator, at_least: usize| -> bool {
+    stop: &AtomicBool,
+) -> Sequencer {
+    let send = |seq: &mut Sequencer, at_least: usize| -> bool {
         let Some(out) = &out else {
-            v.output().clear();
-            v.quarantine().clear();
+            seq.output().clear();
+            seq.quarantine().clear();
             return true;
         };
-        if v.output().len() >= at_least && !v.output().is_empty() {
+        if !seq.output().is_empty() && seq.output().len() >= at_least {
             let data = Bytes::from(std::mem::replace(
-                v.output(),
+                seq.output(),
                 Vec::with_capacity(FLUSH_AT * 2),
             ));
             if out.blocking_send(Out::Data(data)).is_err() {
                 return false;
             }
         }
-        if v.quarantine().len() >= at_least && !v.quarantine().is_empty() {
-            let q = Bytes::from(std::mem::take(v.quarantine()));
+        if !seq.quarantine().is_empty() && seq.quarantine().len() >= at_least {
+            let q = Bytes::from(std::mem::take(seq.quarantine()));
             if out.blocking_send(Out::Quarantine(q)).is_err() {
                 return false;
             }
         }
         true
     };
-    while let Some(chunk) = rx.blocking_recv() {
-        v.feed(&chunk);
-        if v.refusal().is_none() && !send(&mut v, FLUSH_AT) {
-            return v;
+    let mut k = 0;
+    while let Some(batch) = checked[k % WORKERS].blocking_recv() {
+        k += 1;
+        seq.apply(&batch);
+        if seq.refusal().is_some() || !send(&mut seq, FLUSH_AT) {
+            stop.store(true, Ordering::Relaxed);
+            return seq;
         }
     }
-    v.finish();
-    if v.refusal().is_none() {
-        send(&mut v, 0);
-    }
-    v
+    send(&mut seq, 0);
+    seq
 }
 
 /// What the stream stage produced.
@@ -401,16 +447,17 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .stage(&l.stage_spec(&l.raw, &l.input_name, &ctx.run_id))
         .await
         .at(Step::Stage, input)?;
-    let v = Validator::new(
-        ctx.cfg.max_line_bytes,
-        ctx.cfg.max_rejected_lines,
-        reader.size,
-        random_u64(),
-    );
+    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size, random_u64());
     let progress = Progress::new("land", reader.size, ctx.cfg.progress);
     let (out_tx, out_rx) = mpsc::channel::<Out>(4);
     let writer = write_staging(ctx, data, out_rx);
-    let scanned = scan(reader, input, progress, Some((v, Some(out_tx))));
+    let scanned = scan(
+        reader,
+        input,
+        progress,
+        ctx.cfg.max_line_bytes,
+        Some((v, Some(out_tx))),
+    );
     let (scanned, written) = tokio::join!(scanned, writer);
     let (data, quarantine) = written.at(Step::Stage, input)?;
     let (sha256, v) = match scanned {
@@ -664,16 +711,17 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
     let _enter = span.enter();
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
-    let v = Validator::new(
-        cfg.max_line_bytes,
-        cfg.max_rejected_lines,
-        reader.size,
-        random_u64(),
-    );
+    let v = Sequencer::new(cfg.max_rejected_lines, reader.size, random_u64());
     let progress = Progress::new("check", reader.size, cfg.progress);
-    let (sha256, v) = scan(reader, &input_location, progress, Some((v, None)))
-        .await
-        .at(Step::Stream, &input_location)?;
+    let (sha256, v) = scan(
+        reader,
+        &input_location,
+        progress,
+        cfg.max_line_bytes,
+        Some((v, None)),
+    )
+    .await
+    .at(Step::Stream, &input_location)?;
     let v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
     let c = v.counts();
     let summary = Summary {

@@ -1,10 +1,21 @@
-//! The validation stage: framed lines in, published bytes and quarantine records
-//! out, with counts and, at most once, a refusal. Pure and synchronous, so it can be
-//! fed from any reader and tested without a store.
+//! The validation stage, in three steps so both cores can share it while the
+//! result stays exactly that of a sequential pass:
+//!
+//! 1. **frame** (sequential, cheap): [`Framer`] splits the stream into physical lines
+//!    and packs each read chunk's lines into a [`Batch`] (offsets into the shared
+//!    chunk; only lines spanning chunks are copied).
+//! 2. **check** (parallel, the bulk of the work): [`check_batch`] validates each line,
+//!    writes the canonical form and computes the event's digests. Pure.
+//! 3. **sequence** (sequential, in input order): [`Sequencer`] consults the dedup
+//!    index, applies the reject cap, and emits published bytes and quarantine
+//!    records, deciding at most one refusal, always the first in line order.
+//!
+//! [`Validator`] strings the three together on one thread, for callers that do not
+//! need the parallel pipeline (drills, tests).
+
+use bytes::Bytes;
 
 use crate::contract::{self, Line, LineFramer, Reason, Verdict};
-use std::collections::VecDeque;
-
 use crate::identity::{DedupIndex, Digests, Seen};
 use crate::summary::{Refusal, RefusalKind, Rejected};
 
@@ -19,13 +30,138 @@ pub struct Counts {
 /// How many quarantined lines `check` lists.
 pub const CHECK_REASONS: usize = 20;
 
-pub struct Validator {
-    framer: LineFramer,
-    state: State,
+/// Where a framed line's bytes are.
+#[derive(Debug, Clone, Copy)]
+enum Src {
+    /// In the batch's chunk.
+    Chunk(usize, usize),
+    /// In the batch's side buffer (a line that spanned chunks).
+    Side(usize, usize),
+    TooLong,
 }
 
-struct State {
-    /// Sized from the first chunk (see [`DedupIndex::estimate_events`]).
+/// The lines framed from one read chunk.
+#[derive(Debug, Default)]
+pub struct Batch {
+    chunk: Bytes,
+    side: Vec<u8>,
+    lines: Vec<(u64, Src)>,
+}
+
+impl Batch {
+    fn bytes(&self, src: Src) -> &[u8] {
+        match src {
+            Src::Chunk(a, b) => &self.chunk[a..b],
+            Src::Side(a, b) => &self.side[a..b],
+            Src::TooLong => &[],
+        }
+    }
+}
+
+/// Step 1: physical lines, packed per read chunk.
+pub struct Framer(LineFramer);
+
+impl Framer {
+    pub fn new(max_line_bytes: usize) -> Self {
+        Framer(LineFramer::new(max_line_bytes))
+    }
+
+    /// Frame the lines completed by `chunk`.
+    pub fn push(&mut self, chunk: Bytes) -> Batch {
+        let mut batch = Batch {
+            chunk: chunk.clone(),
+            side: Vec::new(),
+            lines: Vec::with_capacity(chunk.len() / 128),
+        };
+        let base = chunk.as_ptr() as usize;
+        let end = base + chunk.len();
+        let _ = self.0.push(&chunk, |line| {
+            batch.add(line, base, end);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        batch
+    }
+
+    /// End of input: the last line may lack its newline.
+    pub fn finish(&mut self) -> Batch {
+        let mut batch = Batch::default();
+        let _ = self.0.finish(|line| {
+            batch.add(line, 0, 0);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        batch
+    }
+}
+
+impl Batch {
+    /// Record a line: by offset when it lies in the chunk, else by copy.
+    fn add(&mut self, line: Line<'_>, base: usize, end: usize) {
+        match line {
+            Line::TooLong { number } => self.lines.push((number, Src::TooLong)),
+            Line::Content { number, bytes } => {
+                let p = bytes.as_ptr() as usize;
+                let src = if p >= base && p + bytes.len() <= end && base != end {
+                    Src::Chunk(p - base, p - base + bytes.len())
+                } else {
+                    let start = self.side.len();
+                    self.side.extend_from_slice(bytes);
+                    Src::Side(start, self.side.len())
+                };
+                self.lines.push((number, src));
+            }
+        }
+    }
+}
+
+/// One line's verdict after step 2.
+#[derive(Debug, Clone, Copy)]
+enum Item {
+    /// Canonical bytes end at this offset of [`Checked::canonical`].
+    Accept(Digests, usize),
+    Reject(Reason),
+    Prohibited(&'static str),
+}
+
+/// A batch after step 2.
+#[derive(Debug, Default)]
+pub struct Checked {
+    canonical: Vec<u8>,
+    items: Vec<(u64, Item)>,
+}
+
+/// Step 2: validate every line of a batch, canonicalise and digest the accepted.
+pub fn check_batch(batch: &Batch, seed: u64) -> Checked {
+    let mut out = Checked {
+        canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
+        items: Vec::with_capacity(batch.lines.len()),
+    };
+    for &(number, src) in &batch.lines {
+        let item = match src {
+            Src::TooLong => Item::Reject(Reason::LineTooLong),
+            src => match contract::validate(batch.bytes(src)) {
+                Verdict::Accept(event) => {
+                    let start = out.canonical.len();
+                    event.write_canonical(&mut out.canonical);
+                    let digests =
+                        Digests::of(seed, event.event_id.as_bytes(), &out.canonical[start..]);
+                    out.canonical.push(b'\n');
+                    Item::Accept(digests, out.canonical.len())
+                }
+                Verdict::Quarantine(reason) => Item::Reject(reason),
+                Verdict::Prohibited(field) => Item::Prohibited(field),
+            },
+        };
+        out.items.push((number, item));
+    }
+    out
+}
+
+/// Accepted events are inserted this many items after their slot was prefetched,
+/// so the cache misses of a large index overlap.
+const PREFETCH_DISTANCE: usize = 8;
+
+/// Step 3: the order-dependent decisions.
+pub struct Sequencer {
     index: Option<DedupIndex>,
     input_size: u64,
     seed: u64,
@@ -33,199 +169,166 @@ struct State {
     counts: Counts,
     out: Vec<u8>,
     quarantine: Vec<u8>,
-    pending: VecDeque<Pending>,
-    /// Canonical buffers of resolved events, reused.
-    spare: Vec<Vec<u8>>,
     refusal: Option<Refusal>,
     first_rejects: Vec<Rejected>,
 }
 
-impl Validator {
-    /// `cap`: quarantined lines tolerated; `input_size` pre-sizes the dedup index.
-    pub fn new(max_line_bytes: usize, cap: u64, input_size: u64, seed: u64) -> Self {
-        Validator {
-            framer: LineFramer::new(max_line_bytes),
-            state: State {
-                index: None,
-                input_size,
-                seed,
-                cap,
-                counts: Counts::default(),
-                out: Vec::with_capacity(2 << 20),
-                quarantine: Vec::new(),
-                pending: VecDeque::with_capacity(PREFETCH_DEPTH + 1),
-                spare: Vec::new(),
-                refusal: None,
-                first_rejects: Vec::new(),
-            },
+impl Sequencer {
+    /// `cap`: quarantined lines tolerated; `input_size` sizes the dedup index.
+    pub fn new(cap: u64, input_size: u64, seed: u64) -> Self {
+        Sequencer {
+            index: None,
+            input_size,
+            seed,
+            cap,
+            counts: Counts::default(),
+            out: Vec::with_capacity(2 << 20),
+            quarantine: Vec::new(),
+            refusal: None,
+            first_rejects: Vec::new(),
         }
     }
 
-    /// Validate the lines completed by `chunk`. After a refusal, input is ignored
-    /// (the caller still hashes it).
-    pub fn feed(&mut self, chunk: &[u8]) {
-        if self.state.refusal.is_some() {
+    /// Apply one checked batch, in input order. Nothing happens after a refusal.
+    pub fn apply(&mut self, checked: &Checked) {
+        if self.refusal.is_some() {
             return;
         }
-        if self.state.index.is_none() {
-            let events = DedupIndex::estimate_events(self.state.input_size, chunk);
-            self.state.index = Some(DedupIndex::with_capacity(events, self.state.seed));
-        }
-        let state = &mut self.state;
-        if let Err(r) = self.framer.push(chunk, |line| state.line(line)) {
-            self.state.refusal = Some(r);
-        }
-    }
-
-    /// End of input: the last line may lack its newline.
-    pub fn finish(&mut self) {
-        if self.state.refusal.is_some() {
-            return;
-        }
-        let state = &mut self.state;
-        if let Err(r) = self.framer.finish(|line| state.line(line)).and_then(|()| state.drain()) {
-            self.state.refusal = Some(r);
+        let index = self.index.get_or_insert_with(|| {
+            // Size the index once, from the first batch's average line length.
+            let lines = checked.items.len().max(1) as u64;
+            let avg = (checked.canonical.len() as u64 / lines).max(64);
+            DedupIndex::with_capacity((self.input_size / avg * 11 / 10) as usize + 1024, self.seed)
+        });
+        let mut start = 0;
+        for (i, &(number, item)) in checked.items.iter().enumerate() {
+            if let Some(&(_, Item::Accept(d, _))) = checked.items.get(i + PREFETCH_DISTANCE) {
+                index.prefetch(&d);
+            }
+            let decided = match item {
+                Item::Accept(d, end) => {
+                    let line = &checked.canonical[start..end];
+                    start = end;
+                    match index.insert(d) {
+                        Seen::New => {
+                            self.counts.accepted += 1;
+                            self.out.extend_from_slice(line);
+                            None
+                        }
+                        Seen::Duplicate => {
+                            self.counts.duplicates += 1;
+                            None
+                        }
+                        Seen::Collision => Some(refusal(RefusalKind::IdCollision, number, None)),
+                    }
+                }
+                Item::Reject(reason) => reject(
+                    &mut self.counts,
+                    self.cap,
+                    &mut self.quarantine,
+                    &mut self.first_rejects,
+                    number,
+                    reason,
+                ),
+                Item::Prohibited(field) => {
+                    Some(refusal(RefusalKind::ProhibitedField, number, Some(field)))
+                }
+            };
+            if let Some(r) = decided {
+                self.refusal = Some(r);
+                return;
+            }
         }
     }
 
     pub fn refusal(&self) -> Option<&Refusal> {
-        self.state.refusal.as_ref()
+        self.refusal.as_ref()
     }
 
     pub fn counts(&self) -> Counts {
-        self.state.counts
+        self.counts
     }
 
     /// Published bytes produced so far.
     pub fn output(&mut self) -> &mut Vec<u8> {
-        &mut self.state.out
+        &mut self.out
     }
 
     /// Quarantine records produced so far.
     pub fn quarantine(&mut self) -> &mut Vec<u8> {
-        &mut self.state.quarantine
+        &mut self.quarantine
     }
 
     /// The first quarantined lines, for `check`.
     pub fn first_rejects(&self) -> &[Rejected] {
-        &self.state.first_rejects
+        &self.first_rejects
     }
 
     pub fn distinct_events(&self) -> usize {
-        self.state.index.as_ref().map_or(0, DedupIndex::len)
+        self.index.as_ref().map_or(0, DedupIndex::len)
     }
 }
 
-/// Accepted events wait this many lines between the prefetch of their index slot
-/// and the insert, so the cache misses of a large index overlap.
-const PREFETCH_DEPTH: usize = 8;
+fn refusal(kind: RefusalKind, line: u64, field: Option<&'static str>) -> Refusal {
+    Refusal { kind, line, field }
+}
 
-/// An accepted event whose index slot is being prefetched.
-struct Pending {
+/// Count a quarantined line; over the cap it refuses the file.
+fn reject(
+    counts: &mut Counts,
+    cap: u64,
+    quarantine: &mut Vec<u8>,
+    first: &mut Vec<Rejected>,
     number: u64,
-    digests: Digests,
-    canonical: Vec<u8>,
+    reason: Reason,
+) -> Option<Refusal> {
+    counts.rejected += 1;
+    if counts.rejected > cap {
+        return Some(refusal(RefusalKind::RejectCap, number, None));
+    }
+    if first.len() < CHECK_REASONS {
+        first.push(Rejected {
+            line: number,
+            reason: reason.code(),
+        });
+    }
+    // {"line":N,"reason":"code"}: the line number and code, never the content.
+    quarantine.extend_from_slice(b"{\"line\":");
+    quarantine.extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
+    quarantine.extend_from_slice(b",\"reason\":\"");
+    quarantine.extend_from_slice(reason.code().as_bytes());
+    quarantine.extend_from_slice(b"\"}\n");
+    None
 }
 
-impl State {
-    fn line(&mut self, line: Line<'_>) -> Result<(), Refusal> {
-        match line {
-            Line::TooLong { number } => self.reject(number, Reason::LineTooLong),
-            Line::Content { number, bytes } => match contract::validate(bytes) {
-                Verdict::Accept(event) => self.accept(number, &event),
-                Verdict::Quarantine(reason) => self.reject(number, reason),
-                Verdict::Prohibited(field) => {
-                    // Earlier lines decide first: one of them may be a collision.
-                    self.drain()?;
-                    Err(Refusal {
-                        kind: RefusalKind::ProhibitedField,
-                        line: number,
-                        field: Some(field),
-                    })
-                }
-            },
+/// All three steps on the caller's thread.
+pub struct Validator {
+    framer: Framer,
+    seq: Sequencer,
+    seed: u64,
+}
+
+impl Validator {
+    pub fn new(max_line_bytes: usize, cap: u64, input_size: u64, seed: u64) -> Self {
+        Validator {
+            framer: Framer::new(max_line_bytes),
+            seq: Sequencer::new(cap, input_size, seed),
+            seed,
         }
     }
 
-    /// Queue an accepted event behind a prefetch of its index slot.
-    fn accept(&mut self, number: u64, event: &contract::Event<'_>) -> Result<(), Refusal> {
-        let mut canonical = self.spare.pop().unwrap_or_default();
-        canonical.clear();
-        event.write_canonical(&mut canonical);
-        let index = self
-            .index
-            .get_or_insert_with(|| DedupIndex::with_capacity(1024, self.seed));
-        let digests = index.digests(event.event_id.as_bytes(), &canonical);
-        index.prefetch(&digests);
-        self.pending.push_back(Pending {
-            number,
-            digests,
-            canonical,
-        });
-        if self.pending.len() > PREFETCH_DEPTH {
-            self.resolve_oldest()?;
-        }
-        Ok(())
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let batch = self.framer.push(Bytes::copy_from_slice(chunk));
+        self.seq.apply(&check_batch(&batch, self.seed));
     }
 
-    /// Insert the oldest pending event: publish it, collapse it, or refuse.
-    fn resolve_oldest(&mut self) -> Result<(), Refusal> {
-        let (Some(p), Some(index)) = (self.pending.pop_front(), self.index.as_mut()) else {
-            return Ok(());
-        };
-        let seen = index.insert(p.digests);
-        match seen {
-            Seen::New => {
-                self.counts.accepted += 1;
-                self.out.extend_from_slice(&p.canonical);
-                self.out.push(b'\n');
-            }
-            Seen::Duplicate => self.counts.duplicates += 1,
-            Seen::Collision => {
-                return Err(Refusal {
-                    kind: RefusalKind::IdCollision,
-                    line: p.number,
-                    field: None,
-                })
-            }
-        }
-        self.spare.push(p.canonical);
-        Ok(())
+    pub fn finish(&mut self) {
+        let batch = self.framer.finish();
+        self.seq.apply(&check_batch(&batch, self.seed));
     }
 
-    /// Resolve every pending event, in input order.
-    fn drain(&mut self) -> Result<(), Refusal> {
-        while !self.pending.is_empty() {
-            self.resolve_oldest()?;
-        }
-        Ok(())
-    }
-
-    fn reject(&mut self, number: u64, reason: Reason) -> Result<(), Refusal> {
-        // Counts and the cap are decided in line order.
-        self.drain()?;
-        self.counts.rejected += 1;
-        if self.counts.rejected > self.cap {
-            return Err(Refusal {
-                kind: RefusalKind::RejectCap,
-                line: number,
-                field: None,
-            });
-        }
-        if self.first_rejects.len() < CHECK_REASONS {
-            self.first_rejects.push(Rejected {
-                line: number,
-                reason: reason.code(),
-            });
-        }
-        // {"line":N,"reason":"code"} — the line number and code, never the content.
-        self.quarantine.extend_from_slice(b"{\"line\":");
-        self.quarantine
-            .extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
-        self.quarantine.extend_from_slice(b",\"reason\":\"");
-        self.quarantine.extend_from_slice(reason.code().as_bytes());
-        self.quarantine.extend_from_slice(b"\"}\n");
-        Ok(())
+    pub fn sequencer(&mut self) -> &mut Sequencer {
+        &mut self.seq
     }
 }
 
@@ -249,52 +352,92 @@ mod tests {
     fn accepts_and_collapses_an_exact_retry() {
         let retry = r#"{"event_time":"2026-03-02T10:00:00+00:00","attempt_number":1,"lesson_id":"s","learner_id":"l","event_type":"completed","event_id":"e1","checkpoint":null}"#;
         let mut v = run(&format!("{GOOD}\n{retry}\n"), 0);
+        let s = v.sequencer();
         assert_eq!(
-            v.counts(),
+            s.counts(),
             Counts {
                 accepted: 1,
                 rejected: 0,
                 duplicates: 1
             }
         );
-        assert!(v.refusal().is_none());
-        assert_eq!(v.output().iter().filter(|&&b| b == b'\n').count(), 1);
+        assert!(s.refusal().is_none());
+        assert_eq!(s.output().iter().filter(|&&b| b == b'\n').count(), 1);
     }
 
     #[test]
     fn collision_refuses_at_the_second_line() {
         let other = GOOD.replace("\"attempt_number\":1", "\"attempt_number\":2");
-        let v = run(&format!("{GOOD}\n\n{other}\n"), 0);
-        let r = v.refusal().unwrap();
+        let mut v = run(&format!("{GOOD}\n\n{other}\n"), 0);
+        let r = v.sequencer().refusal().unwrap();
         assert_eq!((r.kind, r.line), (RefusalKind::IdCollision, 3));
     }
 
     #[test]
+    fn the_first_refusal_in_line_order_wins() {
+        // A collision on line 2 comes before the reject that would break the cap.
+        let other = GOOD.replace("\"attempt_number\":1", "\"attempt_number\":2");
+        let mut v = run(&format!("{GOOD}\n{other}\nnot json\n"), 0);
+        let r = v.sequencer().refusal().unwrap();
+        assert_eq!((r.kind, r.line), (RefusalKind::IdCollision, 2));
+        assert_eq!(v.sequencer().counts().rejected, 0);
+    }
+
+    #[test]
     fn cap_of_n_accepts_n_rejects_and_refuses_the_next() {
-        let v = run(&format!("{GOOD}\nnot json\n[1]\n"), 2);
-        assert!(v.refusal().is_none());
-        assert_eq!(v.counts().rejected, 2);
-        let v = run(&format!("{GOOD}\nnot json\n[1]\n{{}}\n"), 2);
-        let r = v.refusal().unwrap();
+        let mut v = run(&format!("{GOOD}\nnot json\n[1]\n"), 2);
+        assert!(v.sequencer().refusal().is_none());
+        assert_eq!(v.sequencer().counts().rejected, 2);
+        let mut v = run(&format!("{GOOD}\nnot json\n[1]\n{{}}\n"), 2);
+        let r = v.sequencer().refusal().unwrap();
         assert_eq!((r.kind, r.line), (RefusalKind::RejectCap, 4));
     }
 
     #[test]
     fn quarantine_records_carry_line_and_reason_only() {
         let mut v = run(&format!("not json secret@example.com\n{GOOD}\n"), 5);
-        let q = String::from_utf8(v.quarantine().clone()).unwrap();
+        let q = String::from_utf8(v.sequencer().quarantine().clone()).unwrap();
         assert_eq!(q, "{\"line\":1,\"reason\":\"invalid_json\"}\n");
-        assert_eq!(v.first_rejects()[0].reason, "invalid_json");
+        assert_eq!(v.sequencer().first_rejects()[0].reason, "invalid_json");
     }
 
     #[test]
     fn prohibited_field_refuses_and_names_the_field() {
         let bad = GOOD.replace("\"lesson_id\"", "\"email\":\"x@y\",\"lesson_id\"");
-        let v = run(&format!("{GOOD}\n{bad}\n"), 100);
-        let r = v.refusal().unwrap();
+        let mut v = run(&format!("{GOOD}\n{bad}\n"), 100);
+        let r = v.sequencer().refusal().unwrap();
         assert_eq!(
             (r.kind, r.line, r.field),
             (RefusalKind::ProhibitedField, 2, Some("email"))
+        );
+    }
+
+    #[test]
+    fn lines_spanning_chunks_and_too_long_lines_keep_their_numbers() {
+        let long = "x".repeat(100);
+        let mut v = Validator::new(50, 5, 0, 1);
+        let input = format!("{GOOD}\n{long}\n\n{GOOD}");
+        for chunk in input.as_bytes().chunks(3) {
+            v.feed(chunk);
+        }
+        v.finish();
+        let s = v.sequencer();
+        assert_eq!(
+            s.first_rejects(),
+            [
+                Rejected {
+                    line: 1,
+                    reason: "line_too_long"
+                },
+                Rejected {
+                    line: 2,
+                    reason: "line_too_long"
+                },
+                Rejected {
+                    line: 4,
+                    reason: "line_too_long"
+                },
+            ]
         );
     }
 }

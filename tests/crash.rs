@@ -12,20 +12,12 @@ const NAME: &str = "progress-2026-03-04.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-04.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-04.jsonl.json";
 
-/// Published bytes of a clean run of `input` in a fresh local lake.
 fn clean_output(input: &[u8]) -> Vec<u8> {
-    let w = World::new(Kind::Local, "reference");
-    let arg = w.put_input(NAME, input);
-    let r = w.run(&arg, &[]);
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
-    w.get(RAW).unwrap()
+    harness::clean_output(NAME, input)
 }
 
 fn ckpt_sha(w: &World) -> Option<String> {
-    w.get(CKPT).map(|b| {
-        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
-        v["input_sha256"].as_str().unwrap().to_owned()
-    })
+    checkpoint_sha(w, CKPT)
 }
 
 /// What the crash table promises right after the crash.

@@ -70,20 +70,12 @@ fn refs() -> &'static Refs {
     })
 }
 
-/// Published bytes of a clean run of `input` in a fresh local lake.
 fn clean_output(input: &[u8]) -> Vec<u8> {
-    let w = World::new(Kind::Local, "reference");
-    let arg = w.put_input(NAME, input);
-    let r = w.run(&arg, &[]);
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
-    w.get(RAW).unwrap()
+    harness::clean_output(NAME, input)
 }
 
 fn ckpt_sha(w: &World) -> Option<String> {
-    w.get(CKPT).map(|b| {
-        let v: serde_json::Value = serde_json::from_slice(&b).expect("checkpoint parses");
-        v["input_sha256"].as_str().expect("input_sha256").to_owned()
-    })
+    checkpoint_sha(w, CKPT)
 }
 
 /// `landing run` with a hard bound on its wall time: past `limit` the child is killed
@@ -124,23 +116,7 @@ fn run_bounded(
         }
     };
     let elapsed = started.elapsed();
-    use std::os::unix::process::ExitStatusExt;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let summary = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .and_then(|l| serde_json::from_str(l).ok());
-    (
-        Run {
-            code: out.status.code(),
-            signal: out.status.signal(),
-            summary,
-            stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        },
-        elapsed,
-    )
+    (Run::from_output(out), elapsed)
 }
 
 /// What the faulted run must end in.

@@ -51,6 +51,24 @@ pub struct Run {
 }
 
 impl Run {
+    /// Exit status, the last JSON line of stdout as the summary, and stderr.
+    pub fn from_output(out: Output) -> Run {
+        use std::os::unix::process::ExitStatusExt;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let summary = stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .and_then(|l| serde_json::from_str(l).ok());
+        Run {
+            code: out.status.code(),
+            signal: out.status.signal(),
+            summary,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     pub fn action(&self) -> &str {
         self.summary
             .as_ref()
@@ -132,24 +150,11 @@ impl World {
 
     /// Run the binary with `args` and this world's environment.
     pub fn landing(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
-        let out: Output = self
-            .command(args, extra_env)
-            .output()
-            .expect("spawn landing");
-        use std::os::unix::process::ExitStatusExt;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let summary = stdout
-            .lines()
-            .rev()
-            .find(|l| l.starts_with('{'))
-            .and_then(|l| serde_json::from_str(l).ok());
-        Run {
-            code: out.status.code(),
-            signal: out.status.signal(),
-            summary,
-            stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Run::from_output(
+            self.command(args, extra_env)
+                .output()
+                .expect("spawn landing"),
+        )
     }
 
     /// The binary as a `Command` with a clean environment plus this world's.
@@ -392,4 +397,19 @@ macro_rules! on_every_backend {
             }
         }
     )*};
+}
+
+/// Published bytes of a clean run of `input` named `name` in a fresh local lake.
+pub fn clean_output(name: &str, input: &[u8]) -> Vec<u8> {
+    let w = World::new(Kind::Local, "reference");
+    let arg = w.put_input(name, input);
+    let r = w.run(&arg, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    w.get(&format!("raw/progress/{name}")).expect("published")
+}
+
+/// The input hash the checkpoint at `key` records, if there is one.
+pub fn checkpoint_sha(w: &World, key: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(&w.get(key)?).expect("checkpoint parses");
+    Some(v["input_sha256"].as_str().expect("input_sha256").to_owned())
 }

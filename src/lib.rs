@@ -14,7 +14,9 @@
 //! - [`contract`]: pure line framing and validation of the progress-event contract.
 //! - [`identity`]: digests of canonical events and the fixed-size dedup index.
 //! - [`pipeline`]: the run as named stages (lease, checkpoint, sweep, hash, stream,
-//!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait.
+//!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
+//!   pass over the input frames lines, checks them on both cores and decides in
+//!   input order (`pipeline/scan.rs`, `pipeline/validator.rs`).
 //! - [`store`]: the narrow storage trait and its `local` and `s3` backends.
 //! - [`summary`]: the one-line JSON summary printed on stdout.
 //! - [`progress`]: progress bar on a terminal, periodic log lines otherwise.

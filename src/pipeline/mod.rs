@@ -4,39 +4,32 @@
 //! lease → read checkpoint → sweep → (hash, skip?) → stream + stage → publish →
 //! checkpoint (last, compare-and-swap) → cleanup → release.
 
+mod scan;
 mod validator;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use sha2::{Digest, Sha256};
+use bytes::Bytes;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
-use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use validator::{check_batch, Batch, Checked, Framer, Sequencer};
+use scan::{scan, Out};
+use validator::Sequencer;
 pub use validator::{Counts, Validator, CHECK_REASONS};
 
 use crate::checkpoint::{self, Checkpoint, Current};
 use crate::config::{Config, CrashPoint, Location, S3Config};
 use crate::error::{Error, Result, Step, StepExt};
-use crate::identity::hex;
 use crate::lease::Lease;
 use crate::progress::Progress;
 use crate::store::local::LocalStore;
 use crate::store::s3::S3Store;
-use crate::store::{ObjectMeta, ObjectReader, StageSpec, Staged, Store, SweepSpec, Upload};
+use crate::store::{ObjectMeta, StageSpec, Staged, Store, SweepSpec, Upload};
 use crate::summary::{Action, Refusal, Summary};
-
-/// Input is read in chunks of this size.
-const READ_CHUNK: usize = 1 << 20;
-/// Output is handed to the store in pieces of at least this size.
-const FLUSH_AT: usize = 1 << 20;
 
 /// Where one input's objects live in the lake (DESIGN.md section 3).
 #[derive(Debug, Clone)]
@@ -100,7 +93,7 @@ pub fn new_run_id() -> String {
 }
 
 /// Per-process randomness from std's randomly keyed hasher (no extra dependency).
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut h = RandomState::new().build_hasher();
     h.write_u128(OffsetDateTime::now_utc().unix_timestamp_nanos() as u128);
     h.finish()
@@ -272,155 +265,6 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
     let (sha, _) = scan(reader, &ctx.input_location, progress, 0, None).await?;
     Ok(sha)
-}
-
-/// Output of the sequencer, in input order.
-enum Out {
-    Data(Bytes),
-    Quarantine(Bytes),
-}
-
-/// Validation workers: both cores share the bulk of the work (see `validator`).
-const WORKERS: usize = 2;
-
-/// Read the input once. Every byte is hashed on a thread of its own; with a
-/// sequencer, lines are framed here, checked by [`WORKERS`] threads in parallel and
-/// sequenced in input order on another, which sends published bytes and quarantine
-/// records to `out` (or drops them: `check`). After a refusal the input is still
-/// read to the end for its hash, but no longer validated.
-async fn scan(
-    mut reader: ObjectReader,
-    input: &str,
-    mut progress: Progress,
-    max_line_bytes: usize,
-    validate: Option<(Sequencer, Option<mpsc::Sender<Out>>)>,
-) -> Result<(String, Option<Sequencer>)> {
-    let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(16);
-    let hasher = tokio::task::spawn_blocking(move || {
-        let mut h = Sha256::new();
-        while let Some(chunk) = hash_rx.blocking_recv() {
-            h.update(&chunk);
-        }
-        hex(&h.finalize())
-    });
-    let seed = random_u64();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (mut framer, mut batch_txs, sequencer) = match validate {
-        Some((seq, out)) => {
-            let (txs, rxs): (Vec<_>, Vec<_>) =
-                (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
-            let checked: Vec<_> = rxs.into_iter().map(|rx| spawn_checker(rx, seed)).collect();
-            let stop2 = stop.clone();
-            let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
-            (Some(Framer::new(max_line_bytes)), txs, Some(seq))
-        }
-        None => (None, Vec::new(), None),
-    };
-    let mut next = 0usize;
-    loop {
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        let n = reader
-            .body
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| Error::store("read input", input, e))?;
-        if n == 0 {
-            break;
-        }
-        let chunk = buf.freeze();
-        progress.inc(n as u64);
-        if hash_tx.send(chunk.clone()).await.is_err() {
-            return Err(Error::store("hash input", input, "hasher stopped"));
-        }
-        if let Some(f) = framer.as_mut() {
-            if stop.load(Ordering::Relaxed) {
-                // Refused, or the writer failed: only the hash is still wanted.
-                framer = None;
-                batch_txs.clear();
-                continue;
-            }
-            let batch = f.push(chunk);
-            if batch_txs[next % WORKERS].send(batch).await.is_err() {
-                framer = None;
-                batch_txs.clear();
-            }
-            next += 1;
-        }
-    }
-    if let Some(mut f) = framer {
-        let _ = batch_txs[next % WORKERS].send(f.finish()).await;
-    }
-    drop(batch_txs);
-    drop(hash_tx);
-    progress.finish();
-    let sha = hasher
-        .await
-        .map_err(|e| Error::store("join hasher", input, e))?;
-    let seq = match sequencer {
-        Some(s) => Some(
-            s.await
-                .map_err(|e| Error::store("join sequencer", input, e))?,
-        ),
-        None => None,
-    };
-    Ok((sha, seq))
-}
-
-/// A validation worker: checks batches as they come, in its own order.
-fn spawn_checker(mut rx: mpsc::Receiver<Batch>, seed: u64) -> mpsc::Receiver<Checked> {
-    let (tx, out) = mpsc::channel::<Checked>(4);
-    tokio::task::spawn_blocking(move || {
-        while let Some(batch) = rx.blocking_recv() {
-            if tx.blocking_send(check_batch(&batch, seed)).is_err() {
-                return;
-            }
-        }
-    });
-    out
-}
-
-/// The sequencer: takes checked batches round-robin from the workers (the order
-/// the framer dealt them), so decisions follow input order exactly.
-fn sequence(
-    mut seq: Sequencer,
-    mut checked: Vec<mpsc::Receiver<Checked>>,
-    out: Option<mpsc::Sender<Out>>,
-    stop: &AtomicBool,
-) -> Sequencer {
-    let send = |seq: &mut Sequencer, at_least: usize| -> bool {
-        let Some(out) = &out else {
-            seq.output().clear();
-            seq.quarantine().clear();
-            return true;
-        };
-        if !seq.output().is_empty() && seq.output().len() >= at_least {
-            let data = Bytes::from(std::mem::replace(
-                seq.output(),
-                Vec::with_capacity(FLUSH_AT * 2),
-            ));
-            if out.blocking_send(Out::Data(data)).is_err() {
-                return false;
-            }
-        }
-        if !seq.quarantine().is_empty() && seq.quarantine().len() >= at_least {
-            let q = Bytes::from(std::mem::take(seq.quarantine()));
-            if out.blocking_send(Out::Quarantine(q)).is_err() {
-                return false;
-            }
-        }
-        true
-    };
-    let mut k = 0;
-    while let Some(batch) = checked[k % WORKERS].blocking_recv() {
-        k += 1;
-        seq.apply(&batch);
-        if seq.refusal().is_some() || !send(&mut seq, FLUSH_AT) {
-            stop.store(true, Ordering::Relaxed);
-            return seq;
-        }
-    }
-    send(&mut seq, 0);
-    seq
 }
 
 /// What the stream stage produced.

@@ -470,7 +470,16 @@ impl Config {
 
     /// Configuration of `landing run`.
     pub fn for_run(a: &RunArgs) -> Result<Self> {
-        let mut cfg = Self::from_common(&a.common, Location::parse(&a.lake)?, a.crash_at)?;
+        let lake = match Location::parse(&a.lake)? {
+            // Checkpoints record where they published; `lake` and `./lake` must name
+            // the same place, so a local lake is made absolute once, here.
+            Location::Local(p) => Location::Local(
+                std::path::absolute(&p)
+                    .map_err(|e| Error::Config(format!("--lake {}: {e}", p.display())))?,
+            ),
+            s3 => s3,
+        };
+        let mut cfg = Self::from_common(&a.common, lake, a.crash_at)?;
         if a.lease_ttl == 0 {
             return Err(Error::Config(
                 "--lease-ttl must be at least 1 second".into(),

@@ -352,3 +352,40 @@ fn logs_never_carry_content() {
         r.stderr
     );
 }
+
+/// `--lake lake` and `--lake ./lake` are the same lake: the rerun skips.
+#[test]
+fn relative_lake_spellings_name_one_lake() {
+    let w = World::new(Kind::Local, "relative");
+    let input = w.put_input(DAY, &sample());
+    let first = w.landing(
+        &[
+            "run",
+            "--input",
+            &input,
+            "--lake",
+            "lake",
+            "--max-rejected-lines",
+            "1",
+        ],
+        &[],
+    );
+    assert_ok(&first, "published");
+    let again = w.landing(
+        &[
+            "run",
+            "--input",
+            &input,
+            "--lake",
+            "./lake",
+            "--max-rejected-lines",
+            "1",
+        ],
+        &[],
+    );
+    assert_ok(&again, "skipped");
+    assert!(first.summary.unwrap()["published_path"]
+        .as_str()
+        .unwrap()
+        .starts_with('/'));
+}

@@ -45,6 +45,8 @@ fn kill_anywhere(kind: Kind) {
     // Kill instants spread over the time of one clean run.
     let span = t.elapsed().as_micros().max(1) as u64;
     let mut kills = 0;
+    // Run ids of the plain reruns, to tell whose checkpoint a failure saw.
+    let mut runs: Vec<String> = Vec::new();
     for trial in 0..TRIALS {
         let (old, new) = ((trial % 2) as usize, ((trial + 1) % 2) as usize);
         let delay = Duration::from_micros(splitmix(seed ^ trial) % span);
@@ -73,11 +75,18 @@ fn kill_anywhere(kind: Kind) {
         if sha.as_deref() == Some(sha256(&inputs[new]).as_str()) {
             assert!(
                 raw == outputs[new],
-                "{ctx}: checkpoint ahead of the publish"
+                "{ctx}: checkpoint ahead of the publish; checkpoint: {}; earlier runs: {runs:?}",
+                String::from_utf8_lossy(&w.get(CKPT).unwrap_or_default())
             );
         }
         let r = w.run(&input, &[]);
         assert_eq!(r.code, Some(0), "{ctx}: rerun failed: {}", r.stderr);
+        runs.push(
+            r.summary
+                .as_ref()
+                .map(|s| s["run_id"].to_string())
+                .unwrap_or_default(),
+        );
         assert!(
             w.get(RAW).unwrap() == outputs[new],
             "{ctx}: rerun did not converge"

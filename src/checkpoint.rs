@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::store::{Condition, ObjectMeta, Store};
+use crate::store::{Condition, ObjectMeta, Store, Version};
 
 /// The checkpoint record (DESIGN.md section 3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,12 +21,9 @@ pub struct Checkpoint {
     /// Key of the published object, relative to the lake root.
     pub published_path: String,
     pub published_size: u64,
-    /// ETag of the published object (S3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_etag: Option<String>,
-    /// Modification time of the published file in ns since the epoch (local lake).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_mtime_ns: Option<i128>,
+    /// The published object's version when it was published.
+    #[serde(flatten)]
+    pub published: PublishedVersion,
     /// Key of the quarantine published with this input, if it had rejects.
     pub quarantine_path: Option<String>,
     pub committed_at: String,
@@ -34,14 +31,48 @@ pub struct Checkpoint {
     pub job_version: String,
 }
 
+/// The published object's version marker, as checkpoint fields: the ETag on S3;
+/// modification time, inode and ctime on a local disk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedVersion {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_etag: Option<String>,
+    // i64 nanoseconds (good until 2262): serde cannot flatten an i128.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_mtime_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_ino: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_ctime_ns: Option<i64>,
+}
+
+impl PublishedVersion {
+    pub fn of(meta: &ObjectMeta) -> Self {
+        match &meta.version {
+            Version::ETag(e) => PublishedVersion {
+                published_etag: Some(e.clone()),
+                ..Self::default()
+            },
+            Version::File {
+                mtime_ns,
+                ino,
+                ctime_ns,
+            } => PublishedVersion {
+                published_mtime_ns: Some(*mtime_ns as i64),
+                published_ino: Some(*ino),
+                published_ctime_ns: Some(*ctime_ns as i64),
+                ..Self::default()
+            },
+        }
+    }
+}
+
 impl Checkpoint {
-    /// Does the published object still match what this checkpoint recorded? Size,
-    /// and the ETag (S3) or modification time (local) when recorded.
+    /// Does the published object still match what this checkpoint recorded: the size
+    /// and every part of the version marker? A checkpoint written before the inode and
+    /// ctime were recorded never matches a local file, so it is republished once.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        self.published_size == meta.size
-            && (self.published_etag.is_none() || self.published_etag == meta.etag)
-            && (self.published_mtime_ns.is_none() || self.published_mtime_ns == meta.mtime_ns)
-            && (self.published_etag.is_some() || self.published_mtime_ns.is_some())
+        self.published_size == meta.size && self.published == PublishedVersion::of(meta)
     }
 }
 
@@ -121,8 +152,10 @@ mod tests {
             duplicate_rows: 0,
             published_path: "raw/progress/a.jsonl".into(),
             published_size: 10,
-            published_etag: Some("\"e\"".into()),
-            published_mtime_ns: None,
+            published: PublishedVersion {
+                published_etag: Some("\"e\"".into()),
+                ..PublishedVersion::default()
+            },
             quarantine_path: None,
             committed_at: "2026-01-01T00:00:00Z".into(),
             run_id: "r".into(),
@@ -135,8 +168,7 @@ mod tests {
         let c = record();
         let meta = |size, etag: &str| ObjectMeta {
             size,
-            etag: Some(etag.into()),
-            mtime_ns: None,
+            version: Version::ETag(etag.into()),
         };
         assert!(c.matches(&meta(10, "\"e\"")));
         assert!(!c.matches(&meta(11, "\"e\"")));
@@ -144,20 +176,29 @@ mod tests {
     }
 
     #[test]
-    fn local_marker_is_mtime() {
-        let mut c = record();
-        c.published_etag = None;
-        c.published_mtime_ns = Some(5);
-        let meta = |m| ObjectMeta {
+    fn local_marker_is_mtime_inode_and_ctime() {
+        let file = |mtime_ns, ino, ctime_ns| ObjectMeta {
             size: 10,
-            etag: None,
-            mtime_ns: Some(m),
+            version: Version::File {
+                mtime_ns,
+                ino,
+                ctime_ns,
+            },
         };
-        assert!(c.matches(&meta(5)));
-        assert!(!c.matches(&meta(6)));
-        c.published_mtime_ns = None;
+        let mut c = record();
+        c.published = PublishedVersion::of(&file(5, 7, 9));
+        assert!(c.matches(&file(5, 7, 9)));
+        assert!(!c.matches(&file(6, 7, 9)));
+        // `cp -p` / `rsync -a` restore the mtime, never the inode or ctime.
+        assert!(!c.matches(&file(5, 8, 9)));
+        assert!(!c.matches(&file(5, 7, 10)));
+        // A checkpoint from before inode and ctime were recorded: republish once.
+        c.published.published_ino = None;
+        c.published.published_ctime_ns = None;
+        assert!(!c.matches(&file(5, 7, 9)));
+        c.published = PublishedVersion::default();
         assert!(
-            !c.matches(&meta(5)),
+            !c.matches(&file(5, 7, 9)),
             "a record without a change marker never matches"
         );
     }

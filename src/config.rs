@@ -86,6 +86,9 @@ pub enum CrashPoint {
     AfterPublish,
     /// After the checkpoint, before cleanup.
     AfterCheckpoint,
+    /// Not a kill: a validation worker panics mid-file (the run must fail, publishing
+    /// nothing).
+    WorkerPanic,
 }
 
 impl CrashPoint {
@@ -103,6 +106,30 @@ impl CrashPoint {
     }
 }
 
+/// Test switch: where a run stops and waits for a line on stdin, so a test can make
+/// another run overtake it at an exact point without sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PausePoint {
+    /// After the first output bytes were written to staging.
+    MidStream,
+    /// After the lease's deadline was checked, right before promotion.
+    BeforePromote,
+    /// After staging completed, before the interrupt check (signal tests).
+    AfterStaging,
+}
+
+impl PausePoint {
+    /// Say where we are on stderr, then wait for one line (or end) on stdin.
+    pub async fn wait(self) {
+        eprintln!("landing: paused at {self:?}");
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)
+        })
+        .await;
+    }
+}
+
 impl std::str::FromStr for CrashPoint {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
@@ -111,11 +138,12 @@ impl std::str::FromStr for CrashPoint {
             "after-staging" => CrashPoint::AfterStaging,
             "after-publish" => CrashPoint::AfterPublish,
             "after-checkpoint" => CrashPoint::AfterCheckpoint,
+            "worker-panic" => CrashPoint::WorkerPanic,
             other => match other.strip_prefix("after-part:").map(str::parse) {
                 Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
                 _ => {
                     return Err(format!(
-                        "unknown crash point {other:?} (mid-stream, after-part:K, after-staging, after-publish, after-checkpoint)"
+                        "unknown crash point {other:?} (mid-stream, after-part:K, after-staging, after-publish, after-checkpoint, worker-panic)"
                     ))
                 }
             },
@@ -131,6 +159,7 @@ impl std::fmt::Display for CrashPoint {
             CrashPoint::AfterStaging => f.write_str("after-staging"),
             CrashPoint::AfterPublish => f.write_str("after-publish"),
             CrashPoint::AfterCheckpoint => f.write_str("after-checkpoint"),
+            CrashPoint::WorkerPanic => f.write_str("worker-panic"),
         }
     }
 }
@@ -191,6 +220,10 @@ pub struct RunArgs {
     /// Drill switch: abort the process at a named point (crash drills and tests).
     #[arg(long, env = "LANDING_CRASH_AT", hide = true)]
     pub crash_at: Option<CrashPoint>,
+
+    /// Test switch: pause at a named point until a line arrives on stdin.
+    #[arg(long, env = "LANDING_PAUSE_AT", hide = true, value_enum)]
+    pub pause_at: Option<PausePoint>,
 }
 
 /// Options of `landing drill`.
@@ -226,6 +259,9 @@ pub struct DrillArgs {
     pub s3: S3Args,
 }
 
+/// Lease TTL (seconds) of the drill's child runs.
+const DRILL_LEASE_TTL: u64 = 6;
+
 /// Validated drill settings.
 #[derive(Debug, Clone)]
 pub struct DrillConfig {
@@ -254,10 +290,26 @@ impl DrillConfig {
             a.s3.s3_read_timeout.to_string(),
             "--s3-operation-timeout".to_owned(),
             a.s3.s3_operation_timeout.to_string(),
+            "--s3-attempt-timeout".to_owned(),
+            a.s3.s3_attempt_timeout.min(DRILL_LEASE_TTL / 2).to_string(),
+            "--s3-conditional-copy".to_owned(),
+            value_name(a.s3.s3_conditional_copy),
         ];
         if a.s3.s3_force_path_style {
             child_args.push("--s3-force-path-style".to_owned());
         }
+        for (flag, mode) in [
+            ("--s3-request-checksum", a.s3.s3_request_checksum),
+            ("--s3-response-checksum", a.s3.s3_response_checksum),
+        ] {
+            if let Some(mode) = mode {
+                child_args.extend([flag.to_owned(), value_name(mode)]);
+            }
+        }
+        // Children hold short leases, so the drill waits seconds, not minutes, for a
+        // crashed child's lease to expire on S3. The attempt timeout stays below the
+        // TTL, as every run requires.
+        child_args.extend(["--lease-ttl".to_owned(), DRILL_LEASE_TTL.to_string()]);
         if a.size_mib == 0 || a.size_mib > 64 * 1024 {
             return Err(Error::Config(
                 "--size-mib must be between 1 and 65536".into(),
@@ -272,6 +324,13 @@ impl DrillConfig {
             child_args,
         })
     }
+}
+
+/// The command-line spelling of a value, to hand a setting on to a child run.
+fn value_name(v: impl ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_owned())
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -310,6 +369,21 @@ pub struct S3Args {
     #[arg(long, env = "LANDING_S3_OPERATION_TIMEOUT", default_value_t = 300)]
     pub s3_operation_timeout: u64,
 
+    /// Seconds one attempt of an S3 request may take. This bounds how long a request
+    /// can stay in flight on the server, so --lease-ttl must exceed it.
+    #[arg(long, env = "LANDING_S3_ATTEMPT_TIMEOUT", default_value_t = 120)]
+    pub s3_attempt_timeout: u64,
+
+    /// Fence promotions with copy destination conditions: auto (probe the store and
+    /// use them where they are honoured safely), on (refuse to start otherwise), off.
+    #[arg(
+        long,
+        env = "LANDING_S3_CONDITIONAL_COPY",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub s3_conditional_copy: ConditionalCopy,
+
     /// Seconds a streaming read may stall before the run fails (the SDK has no body timeout).
     #[arg(long, env = "LANDING_S3_READ_TIMEOUT", default_value_t = 60)]
     pub s3_read_timeout: u64,
@@ -333,6 +407,14 @@ pub struct S3Args {
     pub s3_response_checksum: Option<ChecksumMode>,
 }
 
+/// Whether promotions use copy destination conditions (`--s3-conditional-copy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConditionalCopy {
+    Auto,
+    On,
+    Off,
+}
+
 /// S3 settings after validation.
 #[derive(Debug, Clone)]
 pub struct S3Config {
@@ -342,6 +424,8 @@ pub struct S3Config {
     pub copy_threshold: u64,
     pub max_attempts: u32,
     pub operation_timeout: Duration,
+    pub attempt_timeout: Duration,
+    pub conditional_copy: ConditionalCopy,
     pub read_timeout: Duration,
     pub request_checksum: Option<ChecksumMode>,
     pub response_checksum: Option<ChecksumMode>,
@@ -358,6 +442,8 @@ impl Default for S3Config {
             copy_threshold: 5 << 30,
             max_attempts: 5,
             operation_timeout: Duration::from_secs(300),
+            attempt_timeout: Duration::from_secs(120),
+            conditional_copy: ConditionalCopy::Auto,
             read_timeout: Duration::from_secs(60),
             request_checksum: None,
             response_checksum: None,
@@ -379,6 +465,7 @@ pub struct Config {
     pub sweep_age: Duration,
     pub progress: Progress,
     pub crash_at: Option<CrashPoint>,
+    pub pause_at: Option<PausePoint>,
     pub s3: S3Config,
 }
 
@@ -404,6 +491,8 @@ impl S3Args {
             copy_threshold: self.s3_copy_threshold,
             max_attempts: self.s3_max_attempts,
             operation_timeout: Duration::from_secs(self.s3_operation_timeout.max(1)),
+            attempt_timeout: Duration::from_secs(self.s3_attempt_timeout.max(1)),
+            conditional_copy: self.s3_conditional_copy,
             read_timeout: Duration::from_secs(self.s3_read_timeout.max(1)),
             request_checksum: self.s3_request_checksum,
             response_checksum: self.s3_response_checksum,
@@ -464,6 +553,7 @@ impl Config {
             sweep_age: Duration::ZERO,
             progress: Progress::Auto,
             crash_at,
+            pause_at: None,
             s3: c.s3.to_config(crash_at)?,
         })
     }
@@ -486,6 +576,16 @@ impl Config {
             ));
         }
         cfg.lease_ttl = Duration::from_secs(a.lease_ttl);
+        // A request can stay in flight on the server for one attempt's timeout; a lease
+        // that expires sooner lets the next holder start while our write may land.
+        if matches!(cfg.lake, Location::S3 { .. }) && cfg.lease_ttl <= cfg.s3.attempt_timeout {
+            return Err(Error::Config(format!(
+                "--lease-ttl ({} s) must exceed --s3-attempt-timeout ({} s): a request still in flight on the server must not outlive the lease",
+                a.lease_ttl,
+                cfg.s3.attempt_timeout.as_secs()
+            )));
+        }
+        cfg.pause_at = a.pause_at;
         cfg.sweep_age = Duration::from_secs(a.sweep_age);
         cfg.progress = a.progress;
         Ok(cfg)
@@ -550,6 +650,7 @@ mod tests {
             "after-staging",
             "after-publish",
             "after-checkpoint",
+            "worker-panic",
         ] {
             assert_eq!(s.parse::<CrashPoint>().unwrap().to_string(), s);
         }

@@ -9,7 +9,13 @@
 //! - after the rerun the state equals a clean run's;
 //! - no staging object or incomplete upload survives the rerun's sweep.
 //!
-//! It also drills a refusal (prohibited field) and an unchanged rerun (skip).
+//! It also drills a refusal (prohibited field) and an unchanged rerun (skip), and
+//! checks the store's own promises the contract relies on: a conditional create is
+//! refused the second time, `If-Match` with a wrong ETag is refused, a copy with a
+//! destination condition is honoured (or reported as not fenced), and staged bytes
+//! stay invisible until completion and promotion. A store that ignores
+//! `If-None-Match` or `If-Match` on PutObject fails the drill: leases and checkpoints
+//! would not be safe there.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -23,7 +29,7 @@ use crate::config::{DrillConfig, Location};
 use crate::error::{Error, Result};
 use crate::identity::hex;
 use crate::pipeline::{new_run_id, open_store, Layout, Validator};
-use crate::store::{Condition, Store, SweepSpec};
+use crate::store::{Condition, CopyFence, Expect, StageSpec, Store, SweepSpec};
 
 const NAME: &str = "drill.jsonl";
 
@@ -134,6 +140,42 @@ impl Scratch {
         )
     }
 
+    /// On S3 a killed holder's lease is not taken over before it expires (its last
+    /// request may still be executing on the server), so the drill waits for the
+    /// expiry of the crashed child's short lease, as a real rerun would have to.
+    async fn wait_for_dead_lease(&self) -> Result<()> {
+        if matches!(self.lake, Location::Local(_)) {
+            return Ok(());
+        }
+        let Some(lease) = self.store.get_small(&self.layout.lock).await? else {
+            return Ok(());
+        };
+        let record: crate::lease::LeaseRecord =
+            serde_json::from_slice(&lease.bytes).map_err(|e| {
+                Error::store(
+                    "read drill lease",
+                    self.store.location(&self.layout.lock),
+                    e,
+                )
+            })?;
+        let expires = time::OffsetDateTime::parse(
+            &record.expires_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_err(|e| {
+            Error::store(
+                "read drill lease",
+                self.store.location(&self.layout.lock),
+                e,
+            )
+        })?;
+        let left = expires - time::OffsetDateTime::now_utc();
+        if !record.released && left.is_positive() {
+            tokio::time::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
     /// What a fresh sweep would still find: must be nothing after a rerun.
     async fn leftovers(&self) -> Result<u64> {
         let l = &self.layout;
@@ -141,8 +183,10 @@ impl Scratch {
             dest_keys: vec![l.raw.clone(), l.quarantine.clone(), l.checkpoint.clone()],
             staging_prefix: l.staging_prefix.clone(),
             names: vec![l.input_name.clone(), l.quarantine_name.clone()],
-            keep_run_id: String::new(),
-            older_than: std::time::Duration::ZERO,
+            run_id: String::new(),
+            which: crate::store::Sweep::Others {
+                older_than: std::time::Duration::ZERO,
+            },
         };
         let r = self.store.sweep(&spec).await?;
         Ok(r.aborted_uploads + r.deleted_objects)
@@ -276,6 +320,7 @@ async fn crash_scenario(
     }
     let visible = s.published().await?;
     let ckpt = s.checkpoint().await?;
+    s.wait_for_dead_lease().await?;
     if visible != k.old_out && visible != k.new_out {
         violations.push("published name holds neither the old nor the complete new bytes".into());
     }
@@ -360,6 +405,124 @@ async fn refusal_and_skip(
     Ok(vec![refusal, skip_row])
 }
 
+/// A row about one promise of the store: what was observed, and whether it held.
+fn promise(scenario: &str, observed: String, held: bool, violation: &str) -> Row {
+    Row {
+        scenario: scenario.to_owned(),
+        visible_after: observed,
+        checkpoint_after: "-".into(),
+        rerun: "-".into(),
+        held,
+        violations: if held {
+            Vec::new()
+        } else {
+            vec![violation.to_owned()]
+        },
+    }
+}
+
+/// What a conditional write answered, in a word.
+fn answer(r: &Result<String>) -> String {
+    match r {
+        Ok(_) => "written".into(),
+        Err(Error::Precondition { .. }) => "412".into(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The store's promises that leases, checkpoints and promotion rely on.
+async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Result<Vec<Row>> {
+    let store = &*s.store;
+    let key = "promises/conditional";
+    let body = || Bytes::from_static(b"{}");
+    store.put_small(key, body(), Condition::IfAbsent).await?;
+    let again = store.put_small(key, body(), Condition::IfAbsent).await;
+    let create = promise(
+        "store: create-if-absent twice",
+        answer(&again),
+        matches!(again, Err(Error::Precondition { .. })),
+        "a second If-None-Match: * create succeeded: leases would not be exclusive",
+    );
+    let wrong = store
+        .put_small(key, body(), Condition::IfMatch("\"not-the-etag\"".into()))
+        .await;
+    let if_match = promise(
+        "store: If-Match wrong ETag",
+        answer(&wrong),
+        matches!(wrong, Err(Error::Precondition { .. })),
+        "a write with a wrong If-Match succeeded: checkpoints could be overwritten blindly",
+    );
+    let fence = match &cfg.lake {
+        Location::S3 { .. } => {
+            crate::store::s3::S3Store::from_env(
+                match &s.lake {
+                    Location::S3 { bucket, .. } => bucket,
+                    Location::Local(_) => "",
+                },
+                match &s.lake {
+                    Location::S3 { key, .. } => key,
+                    Location::Local(_) => "",
+                },
+                &cfg.s3,
+            )
+            .await?
+            .probe_copy_fence(("promises/probe-source", "promises/probe-target"))
+            .await?
+        }
+        Location::Local(_) => store.fencing(("", "")).await?,
+    };
+    let copy = promise(
+        "store: conditional copy",
+        match fence {
+            CopyFence::Fenced => "fenced".into(),
+            CopyFence::Ignored => "not fenced".into(),
+            CopyFence::Unsafe => "unsafe".into(),
+            CopyFence::Off => "off".into(),
+        },
+        true,
+        "",
+    );
+    let hidden = staged_bytes_stay_hidden(cfg, store, drill_id).await?;
+    store.delete(key).await?;
+    Ok(vec![create, if_match, copy, hidden])
+}
+
+/// Staged bytes are invisible under every reader-facing name until completion (a
+/// multipart upload is not an object) and promotion.
+async fn staged_bytes_stay_hidden(cfg: &DrillConfig, store: &dyn Store, run: &str) -> Result<Row> {
+    let spec = StageSpec {
+        dest_key: "promises/raw/hidden.jsonl".into(),
+        run_id: run.to_owned(),
+        staging_key: format!("promises/staging/{run}/hidden.jsonl"),
+    };
+    let mut up = store.stage(&spec).await?;
+    // More than one part, so at least one part is uploaded before completion.
+    up.write(Bytes::from(vec![b'\n'; cfg.s3.part_size + (1 << 20)]))
+        .await?;
+    let during = store.head(&spec.staging_key).await?.is_none()
+        && store.head(&spec.dest_key).await?.is_none();
+    let staged = up.complete().await?;
+    let before_promote = store.head(&spec.dest_key).await?.is_none();
+    let promoted = store.promote(&staged, &Expect::Absent).await?;
+    let after = store
+        .head(&spec.dest_key)
+        .await?
+        .is_some_and(|m| m.size == promoted.size);
+    store.discard(&staged).await?;
+    store.delete(&spec.dest_key).await?;
+    let held = during && before_promote && after;
+    Ok(promise(
+        "store: staged bytes hidden",
+        if held {
+            "hidden".into()
+        } else {
+            "visible".into()
+        },
+        held,
+        "staged bytes were visible before completion or promotion",
+    ))
+}
+
 async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<Scratch> {
     let lake = match &cfg.lake {
         Location::Local(dir) => Location::Local(dir.join("drills").join(drill_id).join(scenario)),
@@ -408,6 +571,11 @@ pub async fn drill(cfg: &DrillConfig) -> Result<Report> {
         if !cfg.keep {
             s.remove().await?;
         }
+    }
+    let s = scratch(cfg, &drill_id, "promises").await?;
+    rows.extend(store_promises(cfg, &s, &drill_id).await?);
+    if !cfg.keep {
+        s.remove().await?;
     }
     let s = scratch(cfg, &drill_id, "refusal").await?;
     rows.extend(refusal_and_skip(cfg, &s, &known, (&old_in, &new_in)).await?);

@@ -57,8 +57,8 @@ pub enum Error {
         source: Box<Error>,
     },
 
-    /// The state after the run is not the one the contract promises (for example the
-    /// checkpoint was moved by another writer to different bytes).
+    /// Another writer moved what this run decided on (a 412 on promotion or on the
+    /// checkpoint), or the run lost its lease: it stopped and wrote nothing more.
     #[error("{0}")]
     Conflict(String),
 }
@@ -87,7 +87,9 @@ impl Error {
     /// Process exit code for this error (DESIGN.md section 4).
     pub fn exit_code(&self) -> i32 {
         match self.root() {
-            Error::Busy { .. } => crate::EXIT_BUSY,
+            // Busy, a lost lease or a conflicting writer: nothing of ours changed what
+            // readers see, and a later run sorts it out.
+            Error::Busy { .. } | Error::Conflict(_) => crate::EXIT_BUSY,
             Error::Config(_) => crate::EXIT_USAGE,
             _ => crate::EXIT_FAILURE,
         }

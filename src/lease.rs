@@ -3,12 +3,18 @@
 //! disk, honest for one host only) holding the run id, host and an expiry. It is
 //! renewed while the run lasts; an expired lease (its holder died) is taken over
 //! with a conditional replace of the exact version read, so two runs cannot both
-//! take it. The checkpoint write stays conditional anyway, so a holder whose lease
-//! expired while it stalled still cannot overwrite a newer checkpoint.
+//! take it.
+//!
+//! The holder keeps a monotonic deadline (last successful renewal + TTL − margin,
+//! the margin being the longest a request can stay in flight on the server) and
+//! checks it before every write, so a run that stalled or lost its renewals stops
+//! before writing rather than after. Release is a conditional overwrite with a
+//! released record, never a DELETE: a retried DELETE could remove the next holder's
+//! lease. Promotion and checkpoint stay conditional anyway (the fence).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -32,6 +38,24 @@ pub struct LeaseRecord {
     pub pid_ns: String,
     pub acquired_at: String,
     pub expires_at: String,
+    /// Set by a holder that finished: the lease is free, whatever `expires_at` says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
+}
+
+/// How a lease is held.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseOptions {
+    /// Life of the lease without renewal.
+    pub ttl: Duration,
+    /// Subtracted from the TTL for the deadline: the longest one request can stay in
+    /// flight on the server (S3's per-attempt timeout), so a write started before the
+    /// deadline is over before the lease can expire.
+    pub margin: Duration,
+    /// Take over at once a lease whose holder provably died on this machine. Only
+    /// for local lakes: on S3 a dead holder's request may still be executing on the
+    /// server, so its lease must run out first.
+    pub instant_takeover: bool,
 }
 
 /// A held lease; renewed in the background until [`Lease::release`].
@@ -41,6 +65,7 @@ pub struct Lease {
     run_id: String,
     version: Arc<Mutex<String>>,
     lost: Arc<AtomicBool>,
+    deadline: Arc<std::sync::Mutex<Instant>>,
     stop: Option<oneshot::Sender<()>>,
     renewer: Option<tokio::task::JoinHandle<()>>,
 }
@@ -98,6 +123,7 @@ fn holder_is_dead(held: &LeaseRecord) -> bool {
 
 fn record_for(run_id: &str, ttl: Duration, acquired_at: &str) -> LeaseRecord {
     LeaseRecord {
+        released: false,
         run_id: run_id.to_owned(),
         host: hostname(),
         pid: std::process::id(),
@@ -119,16 +145,20 @@ impl Lease {
         store: Arc<dyn Store>,
         key: &str,
         run_id: &str,
-        ttl: Duration,
+        opts: LeaseOptions,
     ) -> Result<Lease> {
         let acquired_at = rfc3339(now());
-        let body = encode(&record_for(run_id, ttl, &acquired_at));
+        let body = encode(&record_for(run_id, opts.ttl, &acquired_at));
+        // The lease can only have been written after this instant.
+        let started = Instant::now();
         let version = match store
             .put_small(key, body.clone(), Condition::IfAbsent)
             .await
         {
             Ok(v) => v,
-            Err(Error::Precondition { .. }) => Self::take_over(&*store, key, run_id, body).await?,
+            Err(Error::Precondition { .. }) => {
+                Self::take_over(&*store, key, run_id, body, opts).await?
+            }
             Err(e) => return Err(e),
         };
         tracing::debug!(lease = %store.location(key), "lease acquired");
@@ -138,19 +168,34 @@ impl Lease {
             run_id: run_id.to_owned(),
             version: Arc::new(Mutex::new(version)),
             lost: Arc::new(AtomicBool::new(false)),
+            deadline: Arc::new(std::sync::Mutex::new(deadline(started, opts))),
             stop: None,
             renewer: None,
         };
-        lease.start_renewal(ttl, acquired_at);
+        lease.start_renewal(opts, acquired_at);
         Ok(lease)
     }
 
     /// The lease exists: take it only if it has expired, by replacing that exact version.
-    async fn take_over(store: &dyn Store, key: &str, run_id: &str, body: Bytes) -> Result<String> {
+    async fn take_over(
+        store: &dyn Store,
+        key: &str,
+        run_id: &str,
+        body: Bytes,
+        opts: LeaseOptions,
+    ) -> Result<String> {
         let location = store.location(key);
         let Some(current) = store.get_small(key).await? else {
-            // Released between our create and our read: one more create, no loop.
-            return store.put_small(key, body, Condition::IfAbsent).await;
+            // Deleted between our create and our read: one more create, no loop. Losing
+            // that race too means another run holds it now.
+            return match store.put_small(key, body, Condition::IfAbsent).await {
+                Err(Error::Precondition { .. }) => Err(Error::Busy {
+                    location: location.clone(),
+                    holder: "another run that created it just now".into(),
+                    expires_at: "its TTL".into(),
+                }),
+                other => other,
+            };
         };
         if let Ok(held) = serde_json::from_slice::<LeaseRecord>(&current.bytes) {
             if held.run_id == run_id {
@@ -176,55 +221,93 @@ impl Lease {
             holder: format!("{} on {} (pid {})", held.run_id, held.host, held.pid),
             expires_at: held.expires_at.clone(),
         };
-        let dead = holder_is_dead(&held);
-        if expires > now() && !dead {
+        let dead = opts.instant_takeover && holder_is_dead(&held);
+        if expires > now() && !dead && !held.released {
             return Err(busy());
         }
         match store
             .put_small(key, body, Condition::IfMatch(current.version))
             .await
         {
+            Ok(v) if held.released => {
+                tracing::debug!(lease = %location, previous_holder = %held.run_id, "lease was released; taken");
+                Ok(v)
+            }
             Ok(v) => {
                 tracing::warn!(lease = %location, previous_holder = %held.run_id, expired_at = %held.expires_at, holder_dead = dead, "took over a stale lease");
                 Ok(v)
             }
-            // Someone else took it over (or renewed it) first.
-            Err(Error::Precondition { .. }) => Err(busy()),
+            // Our replace may have landed with its answer lost, so the SDK's retry met
+            // our own record; otherwise someone else took it over (or renewed it) first.
+            Err(Error::Precondition { .. }) => match store.get_small(key).await? {
+                Some(now) if record_names(&now.bytes, run_id) => Ok(now.version),
+                _ => Err(busy()),
+            },
             Err(e) => Err(e),
         }
     }
 
-    fn start_renewal(&mut self, ttl: Duration, acquired_at: String) {
+    fn start_renewal(&mut self, opts: LeaseOptions, acquired_at: String) {
         let (tx, mut rx) = oneshot::channel();
         let store = self.store.clone();
         let key = self.key.clone();
         let run_id = self.run_id.clone();
         let version = self.version.clone();
         let lost = self.lost.clone();
-        let every = (ttl / 3).max(Duration::from_millis(200));
+        let deadline_cell = self.deadline.clone();
+        // Renew well inside the window the deadline leaves (TTL − margin).
+        let every = (opts.ttl.saturating_sub(opts.margin) / 3).max(Duration::from_millis(100));
+        let retry = (every / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
         self.stop = Some(tx);
         self.renewer = Some(tokio::spawn(async move {
+            let mut wait = every;
             loop {
                 tokio::select! {
                     _ = &mut rx => return,
-                    _ = tokio::time::sleep(every) => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
+                let until = *deadline_cell.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(left) = until.checked_duration_since(Instant::now()) else {
+                    tracing::error!(lease = %store.location(&key), "lease deadline passed without a renewal; the run stops before its next write");
+                    lost.store(true, Ordering::SeqCst);
+                    return;
+                };
+                let started = Instant::now();
+                let body = encode(&record_for(&run_id, opts.ttl, &acquired_at));
                 let mut v = version.lock().await;
-                let body = encode(&record_for(&run_id, ttl, &acquired_at));
-                match store
-                    .put_small(&key, body, Condition::IfMatch(v.clone()))
-                    .await
-                {
-                    Ok(new) => *v = new,
+                // A hanging renewal must not outlive the deadline it is meant to extend.
+                let put = store.put_small(&key, body, Condition::IfMatch(v.clone()));
+                let answer = tokio::time::timeout(left, put).await;
+                let renewed = match answer {
+                    Ok(Ok(new)) => {
+                        *v = new;
+                        true
+                    }
                     // The renewal may have landed with its answer lost, so the SDK's
                     // retry met our own new version: still ours if it names our run.
-                    Err(Error::Precondition { .. })
-                        if Self::still_ours(&*store, &key, &run_id, &mut v).await => {}
-                    Err(e) => {
-                        tracing::error!(lease = %store.location(&key), error = %e, "lease renewal failed; the run stops before its next write");
-                        lost.store(true, Ordering::SeqCst);
-                        return;
+                    Ok(Err(Error::Precondition { .. })) => {
+                        if !Self::still_ours(&*store, &key, &run_id, &mut v).await {
+                            tracing::error!(lease = %store.location(&key), "lease taken by another run; the run stops before its next write");
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        true
                     }
+                    Ok(Err(e)) => {
+                        tracing::warn!(lease = %store.location(&key), error = %e, "lease renewal failed; retrying until the deadline");
+                        false
+                    }
+                    Err(_) => {
+                        tracing::warn!(lease = %store.location(&key), "lease renewal did not answer before the deadline");
+                        false
+                    }
+                };
+                if renewed {
+                    *deadline_cell.lock().unwrap_or_else(|p| p.into_inner()) =
+                        deadline(started, opts);
+                    wait = every;
+                } else {
+                    wait = retry;
                 }
             }
         }));
@@ -247,16 +330,17 @@ impl Lease {
 
     /// Fail if the lease could not be renewed: another run may have taken it over.
     pub fn ensure_held(&self) -> Result<()> {
-        if self.lost.load(Ordering::SeqCst) {
+        let until = *self.deadline.lock().unwrap_or_else(|p| p.into_inner());
+        if self.lost.load(Ordering::SeqCst) || Instant::now() >= until {
             return Err(Error::Conflict(format!(
-                "lease {} was lost (renewal failed); stopping before any further write",
+                "lease {} was lost (not renewed before its deadline, or taken over); stopping before any further write",
                 self.store.location(&self.key)
             )));
         }
         Ok(())
     }
 
-    /// Stop renewing and delete the lease if it is still ours.
+    /// Stop renewing and mark the lease released, only if it is still our version.
     pub async fn release(mut self) -> Result<()> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -264,16 +348,41 @@ impl Lease {
         if let Some(h) = self.renewer.take() {
             let _ = h.await;
         }
-        if self.lost.load(Ordering::SeqCst) {
+        if self.ensure_held().is_err() {
+            // Past our deadline the lease may be another run's: leave it alone.
             return Ok(());
         }
         let ours = self.version.lock().await.clone();
-        // Delete only our own version; a lease taken over by another run stays.
-        match self.store.get_small(&self.key).await? {
-            Some(cur) if cur.version == ours => self.store.delete(&self.key).await,
-            _ => Ok(()),
+        let mut record = record_for(&self.run_id, Duration::ZERO, &rfc3339(now()));
+        record.released = true;
+        match self
+            .store
+            .put_small(&self.key, encode(&record), Condition::IfMatch(ours))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Taken over (or our release landed and its answer was lost): not ours.
+            Err(Error::Precondition { .. }) => Ok(()),
+            Err(e) => Err(e),
         }
     }
+
+    /// Is the lease record at `key` free (absent, released or expired)?
+    pub fn is_free(bytes: &[u8]) -> bool {
+        serde_json::from_slice::<LeaseRecord>(bytes).is_ok_and(|r| {
+            r.released || OffsetDateTime::parse(&r.expires_at, &Rfc3339).is_ok_and(|t| t <= now())
+        })
+    }
+}
+
+/// Does the lease record in `bytes` name `run_id`?
+fn record_names(bytes: &[u8], run_id: &str) -> bool {
+    serde_json::from_slice::<LeaseRecord>(bytes).is_ok_and(|r| r.run_id == run_id)
+}
+
+/// The instant before which every write of the run must start.
+fn deadline(renewed_at: Instant, opts: LeaseOptions) -> Instant {
+    renewed_at + opts.ttl.saturating_sub(opts.margin)
 }
 
 impl Drop for Lease {
@@ -282,5 +391,198 @@ impl Drop for Lease {
         if let Some(h) = self.renewer.take() {
             h.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::local::LocalStore;
+    use crate::store::{
+        CopyFence, Expect, ObjectMeta, ObjectReader, StageSpec, Staged, SweepReport, SweepSpec,
+        Upload, Versioned,
+    };
+    use async_trait::async_trait;
+
+    /// A real local store where every other run wins the race to create the lease:
+    /// the first create meets an existing lease, which is gone when read, and the
+    /// second create meets a new one.
+    struct AlwaysBeaten(LocalStore);
+
+    #[async_trait]
+    impl Store for AlwaysBeaten {
+        fn location(&self, key: &str) -> String {
+            self.0.location(key)
+        }
+        async fn read(&self, key: &str) -> Result<ObjectReader> {
+            self.0.read(key).await
+        }
+        async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+            self.0.head(key).await
+        }
+        async fn get_small(&self, _key: &str) -> Result<Option<Versioned>> {
+            Ok(None)
+        }
+        async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
+            match cond {
+                Condition::IfAbsent => Err(Error::Precondition {
+                    location: self.location(key),
+                }),
+                cond => self.0.put_small(key, body, cond).await,
+            }
+        }
+        async fn delete(&self, key: &str) -> Result<()> {
+            self.0.delete(key).await
+        }
+        async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
+            self.0.stage(spec).await
+        }
+        async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
+            self.0.promote(staged, expect).await
+        }
+        async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
+            self.0.fencing(scratch).await
+        }
+        async fn discard(&self, staged: &Staged) -> Result<()> {
+            self.0.discard(staged).await
+        }
+        async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
+            self.0.sweep(spec).await
+        }
+    }
+
+    /// A real local store whose conditional replaces land but answer 412, as when
+    /// the answer is lost and the SDK's retry meets the write that landed.
+    struct AnswerLost(LocalStore);
+
+    #[async_trait]
+    impl Store for AnswerLost {
+        fn location(&self, key: &str) -> String {
+            self.0.location(key)
+        }
+        async fn read(&self, key: &str) -> Result<ObjectReader> {
+            self.0.read(key).await
+        }
+        async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+            self.0.head(key).await
+        }
+        async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
+            self.0.get_small(key).await
+        }
+        async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
+            let landed = self.0.put_small(key, body, cond.clone()).await?;
+            match cond {
+                Condition::IfMatch(_) => Err(Error::Precondition { location: landed }),
+                _ => Ok(landed),
+            }
+        }
+        async fn delete(&self, key: &str) -> Result<()> {
+            self.0.delete(key).await
+        }
+        async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
+            self.0.stage(spec).await
+        }
+        async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
+            self.0.promote(staged, expect).await
+        }
+        async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
+            self.0.fencing(scratch).await
+        }
+        async fn discard(&self, staged: &Staged) -> Result<()> {
+            self.0.discard(staged).await
+        }
+        async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
+            self.0.sweep(spec).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_takeover_whose_answer_was_lost_is_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = LocalStore::new(dir.path());
+        let expired = serde_json::json!({
+            "run_id": "dead", "host": "h", "pid": 1, "acquired_at": "2020-01-01T00:00:00Z",
+            "expires_at": "2020-01-01T00:05:00Z",
+        });
+        local
+            .put_small("l.lock", Bytes::from(expired.to_string()), Condition::None)
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(AnswerLost(local));
+        let lease = Lease::acquire(store, "l.lock", "me", opts(Duration::from_secs(60)))
+            .await
+            .expect("the landed takeover is recognised as ours");
+        lease.ensure_held().unwrap();
+    }
+
+    fn opts(ttl: Duration) -> LeaseOptions {
+        LeaseOptions {
+            ttl,
+            margin: Duration::ZERO,
+            instant_takeover: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn losing_the_second_create_race_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(AlwaysBeaten(LocalStore::new(dir.path())));
+        let r = Lease::acquire(store, "l.lock", "run", opts(Duration::from_secs(60))).await;
+        assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
+    }
+
+    #[tokio::test]
+    async fn release_marks_the_lease_free_and_the_next_run_takes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let a = Lease::acquire(store.clone(), "l.lock", "a", opts(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        a.release().await.unwrap();
+        let left = store.get_small("l.lock").await.unwrap().unwrap();
+        assert!(Lease::is_free(&left.bytes));
+        let b = Lease::acquire(store.clone(), "l.lock", "b", opts(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        b.ensure_held().unwrap();
+        let held = store.get_small("l.lock").await.unwrap().unwrap();
+        assert!(!Lease::is_free(&held.bytes), "b's lease reads as free");
+    }
+
+    #[tokio::test]
+    async fn a_release_after_a_takeover_leaves_the_new_holder_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let a = Lease::acquire(store.clone(), "l.lock", "a", opts(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        let other = encode(&record_for("b", Duration::from_secs(60), "now"));
+        store
+            .put_small("l.lock", other.clone(), Condition::None)
+            .await
+            .unwrap();
+        a.release().await.unwrap();
+        let left = store.get_small("l.lock").await.unwrap().unwrap();
+        assert_eq!(left.bytes, other, "a's release changed b's lease");
+    }
+
+    #[tokio::test]
+    async fn the_deadline_stops_writes_when_renewals_cannot_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        // A TTL entirely eaten by the margin: the deadline is the moment of acquiring.
+        let lease = Lease::acquire(
+            store,
+            "l.lock",
+            "a",
+            LeaseOptions {
+                ttl: Duration::from_secs(60),
+                margin: Duration::from_secs(60),
+                instant_takeover: false,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(matches!(lease.ensure_held(), Err(Error::Conflict(_))));
     }
 }

@@ -11,6 +11,27 @@ pub enum Action {
     Refused,
     /// `landing check`: validated, nothing written.
     Checked,
+    /// Stopped by SIGTERM or SIGINT before the publish: staging removed, lease released.
+    Interrupted,
+}
+
+/// The signal that interrupted a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Signal {
+    #[serde(rename = "SIGTERM")]
+    Term,
+    #[serde(rename = "SIGINT")]
+    Int,
+}
+
+impl Signal {
+    /// 128 + the signal number, as a shell reports a process the signal killed.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Signal::Term => 128 + libc::SIGTERM,
+            Signal::Int => 128 + libc::SIGINT,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -71,12 +92,17 @@ pub struct Summary {
     /// `landing check` only: the first quarantined lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quarantine_reasons: Option<Vec<Rejected>>,
+    /// `interrupted` only: which signal stopped the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<Signal>,
 }
 
 impl Summary {
     /// Exit code for this outcome.
     pub fn exit_code(&self) -> i32 {
-        if self.reason.is_some() {
+        if let Some(signal) = self.signal {
+            signal.exit_code()
+        } else if self.reason.is_some() {
             crate::EXIT_REFUSED
         } else {
             crate::EXIT_OK

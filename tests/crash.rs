@@ -11,6 +11,7 @@ use harness::*;
 const NAME: &str = "progress-2026-03-04.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-04.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-04.jsonl.json";
+const LOCK: &str = "locks/progress/progress-2026-03-04.jsonl.lock";
 
 fn clean_output(input: &[u8]) -> Vec<u8> {
     harness::clean_output(NAME, input)
@@ -37,6 +38,10 @@ fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
     let (old_out, new_out) = (clean_output(&old_in), clean_output(&new_in));
     let mut w = World::new(kind, &format!("crash-{point}"));
     w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    if w.is_s3() {
+        w.env
+            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    }
     let input = w.put_input(NAME, &old_in);
     assert_eq!(w.run(&input, &[]).code, Some(0));
     w.put_input(NAME, &new_in);
@@ -76,6 +81,7 @@ fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
         }
     }
 
+    w.wait_for_lease_expiry(LOCK);
     let rerun = w.run(&input, &[]);
     assert_eq!(rerun.code, Some(0), "rerun after {point}: {}", rerun.stderr);
     let expected_action = if matches!(expect, Expect::NewMarked) {

@@ -37,6 +37,10 @@ fn drill_passes_and_cleans_up(kind: Kind) {
         "crash after-staging",
         "crash after-publish",
         "crash after-checkpoint",
+        "store: create-if-absent twice",
+        "store: If-Match wrong ETag",
+        "store: conditional copy",
+        "store: staged bytes hidden",
         "refusal (prohibited field)",
         "unchanged rerun",
     ]);
@@ -46,6 +50,15 @@ fn drill_passes_and_cleans_up(kind: Kind) {
     let seen = |s: &str| rows.iter().find(|r| r["scenario"] == s).unwrap()["visible_after"].clone();
     assert_eq!(seen("crash mid-stream"), "old bytes");
     assert_eq!(seen("crash after-publish"), "new bytes");
+    // The store's promises, as the probe found them on each backend.
+    assert_eq!(seen("store: create-if-absent twice"), "412");
+    assert_eq!(seen("store: If-Match wrong ETag"), "412");
+    assert_eq!(seen("store: staged bytes hidden"), "hidden");
+    let copy = match w.kind {
+        Kind::S3(Server::Moto) => "not fenced",
+        _ => "fenced",
+    };
+    assert_eq!(seen("store: conditional copy"), copy);
     assert!(
         w.snapshot().is_empty(),
         "drill left objects: {:?}",

@@ -33,6 +33,7 @@ const INBOX: &str = "inbox/";
 const LAKE_RAW: &str = "lake/raw/";
 const LAKE_CKPT: &str = "lake/checkpoints/";
 const LAKE_LOCKS: &str = "lake/locks/";
+const LOCK: &str = "locks/progress/progress-2026-03-05.jsonl.lock";
 
 /// Wall-time bound on any faulted run: a hang guard, not a performance assertion.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -223,6 +224,9 @@ fn check(server: Server, case: Case) -> Done {
         first.stderr
     );
     assert!(w.get(RAW).unwrap() == r.old_out);
+    // That run left a released lease record; start the faulted run from no lease at
+    // all, so the lease cases meet the create and renewal steps they name.
+    w.delete(LOCK);
     w.put_input(NAME, &r.new_in);
 
     // --- the faulted run
@@ -571,7 +575,7 @@ fn cleanup_delete_500_always(server: Server) {
         Case::new(
             "cleanup-500",
             Rule::new(
-                Match::op(Op::DeleteObject).key_under("lake/staging/"),
+                Match::op(Op::DeleteObject).key_under("lake/staging/progress/"),
                 Fault::InternalError,
             )
             .always(),
@@ -697,7 +701,9 @@ fn copy_error_in_200_always(server: Server) {
         Case::new(
             "copy-200-error-always",
             Rule::new(
-                Match::method("PUT").header("x-amz-copy-source"),
+                Match::method("PUT")
+                    .header("x-amz-copy-source")
+                    .key_under(LAKE_RAW),
                 Fault::error_in_200("InternalError"),
             )
             .always(),
@@ -716,7 +722,7 @@ fn copy_error_in_200_once(server: Server) {
         Case::new(
             "copy-200-error-once",
             Rule::new(
-                Match::op(Op::CopyObject),
+                Match::op(Op::CopyObject).key_under(LAKE_RAW),
                 Fault::error_in_200("InternalError"),
             ),
             Outcome::Succeeds,
@@ -733,7 +739,7 @@ fn copy_done_but_error_in_200(server: Server) {
         Case::new(
             "copy-done-200-error",
             Rule::new(
-                Match::op(Op::CopyObject),
+                Match::op(Op::CopyObject).key_under(LAKE_RAW),
                 Fault::error_in_200_after_forward("InternalError"),
             ),
             Outcome::Succeeds,
@@ -750,7 +756,7 @@ fn copy_done_but_error_in_200_always(server: Server) {
         Case::new(
             "copy-done-200-error-always",
             Rule::new(
-                Match::op(Op::CopyObject),
+                Match::op(Op::CopyObject).key_under(LAKE_RAW),
                 Fault::error_in_200_after_forward("InternalError"),
             )
             .always(),
@@ -768,7 +774,10 @@ fn copy_answer_lost_once(server: Server) {
         server,
         Case::new(
             "copy-ack-lost",
-            Rule::new(Match::op(Op::CopyObject), Fault::ResetAfterForward),
+            Rule::new(
+                Match::op(Op::CopyObject).key_under(LAKE_RAW),
+                Fault::ResetAfterForward,
+            ),
             Outcome::Succeeds,
         ),
     );
@@ -783,7 +792,11 @@ fn copy_answer_stalls(server: Server) {
         server,
         Case::new(
             "copy-stall",
-            Rule::new(Match::op(Op::CopyObject), Fault::StallBody { after: 0 }).always(),
+            Rule::new(
+                Match::op(Op::CopyObject).key_under(LAKE_RAW),
+                Fault::StallBody { after: 0 },
+            )
+            .always(),
             Outcome::Fails("publish"),
         )
         .env("LANDING_S3_OPERATION_TIMEOUT", "3")
@@ -910,8 +923,8 @@ fn lease_create_answer_lost_once(server: Server) {
 
 /// A lease renewal (`If-Match: <etag>`) is performed but its answer is lost: the
 /// retry gets 412 against the run's own renewed lease. The run must recognise its
-/// own lease instead of declaring it lost and failing. A 1 s lease renews every
-/// ~333 ms; a slow CopyObject (2 s) makes sure renewals happen during the run.
+/// own lease instead of declaring it lost and failing. A slow CopyObject (2 s) makes
+/// sure renewals happen during the run.
 fn lease_renewal_answer_lost_once(server: Server) {
     check(
         server,
@@ -926,10 +939,13 @@ fn lease_renewal_answer_lost_once(server: Server) {
             Outcome::Succeeds,
         )
         .also(Rule::new(
-            Match::op(Op::CopyObject),
+            Match::op(Op::CopyObject).key_under(LAKE_RAW),
             Fault::Delay { ms: 2_000 },
         ))
-        .env("LANDING_LEASE_TTL", "1"),
+        // The TTL must exceed the per-attempt timeout; renewals then come every
+        // (TTL - attempt timeout) / 3, several during the delayed copy.
+        .env("LANDING_LEASE_TTL", "4")
+        .env("LANDING_S3_ATTEMPT_TIMEOUT", "3"),
     );
 }
 

@@ -11,6 +11,7 @@ use harness::*;
 const NAME: &str = "kill.jsonl";
 const RAW: &str = "raw/progress/kill.jsonl";
 const CKPT: &str = "checkpoints/progress/kill.jsonl.json";
+const LOCK: &str = "locks/progress/kill.jsonl.lock";
 const TRIALS: u64 = 25;
 
 fn ckpt_sha(w: &World) -> Option<String> {
@@ -39,12 +40,17 @@ fn kill_anywhere(kind: Kind) {
     let outputs: Vec<Vec<u8>> = inputs.iter().map(|i| clean_output(NAME, i)).collect();
     let mut w = World::new(kind, "kill");
     w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    if w.is_s3() {
+        w.env
+            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    }
     let input = w.put_input(NAME, &inputs[0]);
     let t = Instant::now();
     assert_eq!(w.run(&input, &[]).code, Some(0));
     // Kill instants spread over the time of one clean run.
     let span = t.elapsed().as_micros().max(1) as u64;
     let mut kills = 0;
+    let mut conflicts = 0;
     // Run ids of the plain reruns, to tell whose checkpoint a failure saw.
     let mut runs: Vec<String> = Vec::new();
     for trial in 0..TRIALS {
@@ -79,7 +85,20 @@ fn kill_anywhere(kind: Kind) {
                 String::from_utf8_lossy(&w.get(CKPT).unwrap_or_default())
             );
         }
-        let r = w.run(&input, &[]);
+        // A killed holder's lease must expire first on S3; and a killed run's copy
+        // still executing on the server can land between the rerun's decision and its
+        // promotion, which the fence turns into a conflict (75): rerun once more.
+        w.wait_for_lease_expiry(LOCK);
+        let mut r = w.run(&input, &[]);
+        if r.code == Some(75) {
+            conflicts += 1;
+            eprintln!(
+                "{ctx}: rerun stopped on a conflict: {}",
+                last_error(&r.stderr)
+            );
+            w.wait_for_lease_expiry(LOCK);
+            r = w.run(&input, &[]);
+        }
         assert_eq!(r.code, Some(0), "{ctx}: rerun failed: {}", r.stderr);
         runs.push(
             r.summary
@@ -103,7 +122,17 @@ fn kill_anywhere(kind: Kind) {
         kills >= TRIALS / 4,
         "{kind:?} seed {seed}: only {kills} of {TRIALS} runs were killed"
     );
-    eprintln!("{kind:?}: {TRIALS} trials, {kills} killed mid-run, seed {seed}");
+    eprintln!(
+        "{kind:?}: {TRIALS} trials, {kills} killed mid-run, {conflicts} reruns stopped on a conflict, seed {seed}"
+    );
+}
+
+fn last_error(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("landing: error") || l.starts_with("  caused by"))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 on_every_backend!(kill_anywhere);

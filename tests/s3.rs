@@ -77,6 +77,8 @@ fn next_run_sweeps_a_crashed_upload() {
     on_both(|server| {
         let mut w = World::new(Kind::S3(server), "sweep");
         w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+        w.env
+            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
         let input = w.put_input("day.jsonl", &generated(60_000, 22));
         let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-part:1")]);
         assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
@@ -85,6 +87,7 @@ fn next_run_sweeps_a_crashed_upload() {
             "{:?}",
             w.leftovers()
         );
+        w.wait_for_lease_expiry("locks/progress/day.jsonl.lock");
         let r = w.run(&input, &[]);
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         assert!(r.stderr.contains("swept leftovers"), "{}", r.stderr);

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use landing::config::{ChecksumMode, S3Config};
 use landing::store::local::LocalStore;
 use landing::store::s3::S3Store;
-use landing::store::{Condition, StageSpec, Staged, Store, SweepSpec, Upload};
+use landing::store::{Condition, Expect, StageSpec, Staged, Store, Sweep, SweepSpec, Upload};
 use landing::Error;
 use s3_env::Server;
 use tokio::io::AsyncReadExt;
@@ -183,6 +183,13 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+// Run ids in the job's own shape: the local sweep only takes temp files whose whole
+// name parses as one of an input's temps.
+const RUN_1: &str = "20260101T000001Z-00000001";
+const RUN_OLD: &str = "20260101T000002Z-00000002";
+const RUN_OLD2: &str = "20260101T000003Z-00000003";
+const RUN_CUR: &str = "20260101T000004Z-00000004";
+
 fn spec(name: &str, run_id: &str) -> StageSpec {
     StageSpec {
         dest_key: format!("raw/progress/{name}"),
@@ -217,12 +224,15 @@ async fn read_all(store: &dyn Store, key: &str) -> Vec<u8> {
 
 /// Stage, promote and read back `data` under `name`; check what head and promote say.
 async fn round_trip(fx: &Fixture, store: &dyn Store, name: &str, data: &[u8], chunk: usize) {
-    let spec = spec(name, "run-1");
+    let spec = spec(name, RUN_1);
     let staged = stage_bytes(store, &spec, data, chunk).await;
-    let meta = store.promote(&staged).await.expect("promote");
+    let meta = store
+        .promote(&staged, &Expect::Absent)
+        .await
+        .expect("promote");
     assert_eq!(meta.size, data.len() as u64);
     if fx.is_s3() {
-        assert!(meta.etag.is_some(), "S3 promote returns the ETag");
+        assert!(meta.etag().is_some(), "S3 promote returns the ETag");
     }
     let head = store
         .head(&spec.dest_key)
@@ -426,7 +436,7 @@ async fn stage_complete_promote_publishes_exact_bytes(fx: &Fixture) {
 
 async fn staged_object_is_invisible_before_promote(fx: &Fixture) {
     let store = fx.store();
-    let spec = spec("a.jsonl", "run-1");
+    let spec = spec("a.jsonl", RUN_1);
     let data = pattern(10_000, 3);
     let mut up = store.stage(&spec).await.expect("stage");
     up.write(Bytes::from(data.clone())).await.expect("write");
@@ -440,13 +450,16 @@ async fn staged_object_is_invisible_before_promote(fx: &Fixture) {
         store.read(&spec.dest_key).await,
         Err(Error::NotFound { .. })
     ));
-    store.promote(&staged).await.expect("promote");
+    store
+        .promote(&staged, &Expect::Absent)
+        .await
+        .expect("promote");
     assert!(read_all(&*store, &spec.dest_key).await == data);
 }
 
 async fn abort_leaves_nothing_behind(fx: &Fixture) {
     let store = fx.store();
-    let spec = spec("a.jsonl", "run-1");
+    let spec = spec("a.jsonl", RUN_1);
     let mut up = store.stage(&spec).await.expect("stage");
     // More than one 5 MiB part, so a part is in flight or uploaded when aborting.
     let data = Bytes::from(pattern(6 * MIB, 4));
@@ -473,7 +486,7 @@ async fn multi_part_staging_round_trips(fx: &Fixture) {
     // inside writes; one write larger than a part takes the no-copy path.
     let store = fx.store();
     let data = pattern(12 * MIB, 5);
-    let spec = spec("a.jsonl", "run-1");
+    let spec = spec("a.jsonl", RUN_1);
     let mut up = store.stage(&spec).await.expect("stage");
     let bytes = Bytes::from(data.clone());
     up.write(bytes.slice(..700_001)).await.expect("write");
@@ -491,7 +504,10 @@ async fn multi_part_staging_round_trips(fx: &Fixture) {
     }
     let staged = up.complete().await.expect("complete");
     assert_eq!(staged.size, data.len() as u64);
-    let meta = store.promote(&staged).await.expect("promote");
+    let meta = store
+        .promote(&staged, &Expect::Absent)
+        .await
+        .expect("promote");
     assert_eq!(meta.size, data.len() as u64);
     assert!(
         read_all(&*store, &spec.dest_key).await == data,
@@ -554,41 +570,33 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
     let store = fx.store();
     // Leftovers of a crash: an incomplete upload (run-old), a completed staging object
     // never cleaned up (run-old2), the current run's own upload, and another input's.
-    let old_upload = store
-        .stage(&spec("a.jsonl", "run-old"))
-        .await
-        .expect("stage");
+    let old_upload = store.stage(&spec("a.jsonl", RUN_OLD)).await.expect("stage");
     let mut old_upload = old_upload;
     old_upload
         .write(Bytes::from_static(b"{\"x\":1}\n"))
         .await
         .expect("write");
-    // A crash runs no destructor: leak the handle.
-    std::mem::forget(old_upload);
-    stage_bytes(&*store, &spec("a.jsonl", "run-old2"), b"{\"x\":2}\n", 8).await;
-    let mut own = store
-        .stage(&spec("a.jsonl", "run-cur"))
-        .await
-        .expect("stage");
+    // A crashed run leaves its upload or temp file behind and, being dead, no lock
+    // on it: drop the handle (no backend deletes anything on drop).
+    drop(old_upload);
+    stage_bytes(&*store, &spec("a.jsonl", RUN_OLD2), b"{\"x\":2}\n", 8).await;
+    let mut own = store.stage(&spec("a.jsonl", RUN_CUR)).await.expect("stage");
     own.write(Bytes::from_static(b"{\"x\":3}\n"))
         .await
         .expect("write");
-    let mut other: Box<dyn Upload> = store
-        .stage(&spec("b.jsonl", "run-old"))
-        .await
-        .expect("stage");
+    let mut other: Box<dyn Upload> = store.stage(&spec("b.jsonl", RUN_OLD)).await.expect("stage");
     other
         .write(Bytes::from_static(b"{\"x\":4}\n"))
         .await
         .expect("write");
-    std::mem::forget(other);
+    drop(other);
 
     let sweep = |older_than| SweepSpec {
         dest_keys: vec!["raw/progress/a.jsonl".to_owned()],
         staging_prefix: "staging/progress/".to_owned(),
         names: vec!["a.jsonl".to_owned()],
-        keep_run_id: "run-cur".to_owned(),
-        older_than,
+        run_id: RUN_CUR.to_owned(),
+        which: Sweep::Others { older_than },
     };
     let before_uploads = if fx.is_s3() {
         fx.incomplete_uploads().await
@@ -615,9 +623,9 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
         assert_eq!(
             before_uploads,
             BTreeSet::from([
-                "staging/progress/run-old/a.jsonl".to_owned(),
-                "staging/progress/run-cur/a.jsonl".to_owned(),
-                "staging/progress/run-old/b.jsonl".to_owned(),
+                format!("staging/progress/{RUN_OLD}/a.jsonl"),
+                format!("staging/progress/{RUN_CUR}/a.jsonl"),
+                format!("staging/progress/{RUN_OLD}/b.jsonl"),
             ])
         );
         let old = if moto { (0, 1) } else { (1, 1) };
@@ -625,12 +633,12 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
         assert_eq!(
             fx.incomplete_uploads().await,
             BTreeSet::from([
-                "staging/progress/run-cur/a.jsonl".to_owned(),
-                "staging/progress/run-old/b.jsonl".to_owned(),
+                format!("staging/progress/{RUN_CUR}/a.jsonl"),
+                format!("staging/progress/{RUN_OLD}/b.jsonl"),
             ]),
             "only the other run's upload of a.jsonl is aborted"
         );
-        assert!(before_keys.contains("staging/progress/run-old2/a.jsonl"));
+        assert!(before_keys.contains(&format!("staging/progress/{RUN_OLD2}/a.jsonl")));
         assert_eq!(keys, BTreeSet::new(), "the old staging object is deleted");
     } else {
         // Local leftovers are temp files beside the destination, whatever their state.
@@ -638,14 +646,17 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
         assert_eq!(
             keys,
             BTreeSet::from([
-                "raw/progress/.a.jsonl.run-cur.tmp".to_owned(),
-                "raw/progress/.b.jsonl.run-old.tmp".to_owned(),
+                format!("raw/progress/.a.jsonl.{RUN_CUR}.tmp"),
+                format!("raw/progress/.b.jsonl.{RUN_OLD}.tmp"),
             ])
         );
     }
     // The current run's upload is intact and still completes.
     let staged = own.complete().await.expect("own upload still completes");
-    store.promote(&staged).await.expect("promote");
+    store
+        .promote(&staged, &Expect::Absent)
+        .await
+        .expect("promote");
     assert_eq!(
         read_all(&*store, "raw/progress/a.jsonl").await,
         b"{\"x\":3}\n"
@@ -672,7 +683,7 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
         let store = fx.store_with(&cfg);
         let name = format!("{mode:?}.jsonl");
         let data = pattern(11 * MIB, 10);
-        let spec = spec(&name, "run-1");
+        let spec = spec(&name, RUN_1);
         let staged = stage_bytes(&*store, &spec, &data, MIB).await;
         let head = t
             .client
@@ -689,7 +700,10 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
             "{mode:?}: staged object's CRC32 is {:?}",
             head.checksum_crc32()
         );
-        let meta = store.promote(&staged).await.expect("promote");
+        let meta = store
+            .promote(&staged, &Expect::Absent)
+            .await
+            .expect("promote");
         assert_eq!(meta.size, data.len() as u64);
         assert!(read_all(&*store, &spec.dest_key).await == data, "{mode:?}");
     }

@@ -3,6 +3,12 @@
 //!
 //! lease → read checkpoint → sweep → (hash, skip?) → stream + stage → publish →
 //! checkpoint (last, compare-and-swap) → cleanup → release.
+//!
+//! Fencing: what the run saw of the published object when it decided is the
+//! condition of its promotion, the checkpoint it read is the condition of its
+//! checkpoint write, and the lease's deadline is checked before every write. A
+//! SIGTERM or SIGINT before the publish drops the work, removes this run's staging
+//! and releases the lease; after the publish the run finishes its checkpoint first.
 
 mod scan;
 mod validator;
@@ -21,15 +27,17 @@ use scan::{scan, Out};
 use validator::Sequencer;
 pub use validator::{Counts, Validator, CHECK_REASONS};
 
-use crate::checkpoint::{self, Checkpoint, Current};
-use crate::config::{Config, CrashPoint, Location, S3Config};
+use crate::checkpoint::{self, Checkpoint, Current, PublishedVersion};
+use crate::config::{Config, CrashPoint, Location, PausePoint, S3Config};
 use crate::error::{Error, Result, Step, StepExt};
-use crate::lease::Lease;
+use crate::lease::{Lease, LeaseOptions};
 use crate::progress::Progress;
 use crate::store::local::LocalStore;
 use crate::store::s3::S3Store;
-use crate::store::{ObjectMeta, StageSpec, Staged, Store, SweepSpec, Upload};
-use crate::summary::{Action, Refusal, Summary};
+use crate::store::{
+    CopyFence, Expect, ObjectMeta, StageSpec, Staged, Store, Sweep, SweepSpec, Upload, Version,
+};
+use crate::summary::{Action, Refusal, Signal, Summary};
 
 /// Where one input's objects live in the lake (DESIGN.md section 3).
 #[derive(Debug, Clone)]
@@ -55,6 +63,13 @@ impl Layout {
             input_name: input_name.to_owned(),
             quarantine_name,
         }
+    }
+
+    /// Scratch keys for the probe of copy conditions, in this run's own staging and
+    /// named after the input, so a sweep of this input removes them after a crash.
+    pub fn probe_keys(&self, run_id: &str) -> (String, String) {
+        let at = |what| format!("{}{run_id}/{what}/{}", self.staging_prefix, self.input_name);
+        (at("probe-source"), at("probe-target"))
     }
 
     fn stage_spec(&self, dest_key: &str, name: &str, run_id: &str) -> StageSpec {
@@ -129,12 +144,69 @@ fn crash_point(cfg: &Config, point: CrashPoint) {
     }
 }
 
+/// Tests: wait here if this is the configured pause point.
+async fn pause_point(cfg: &Config, point: PausePoint) {
+    if cfg.pause_at == Some(point) {
+        point.wait().await;
+    }
+}
+
+/// SIGTERM (a pod being stopped) and SIGINT, listened to for the whole run.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install(input: &str) -> Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let listen = |kind| signal(kind).map_err(|e| Error::store("listen for signals", input, e));
+        Ok(Signals {
+            term: listen(SignalKind::terminate())?,
+            int: listen(SignalKind::interrupt())?,
+        })
+    }
+
+    /// A signal that already arrived, without waiting.
+    async fn pending(&mut self) -> Option<Signal> {
+        tokio::select! {
+            biased;
+            signal = self.recv() => Some(signal),
+            () = std::future::ready(()) => None,
+        }
+    }
+
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.term.recv() => Signal::Term,
+            _ = self.int.recv() => Signal::Int,
+        }
+    }
+}
+
+/// How the lease is held on this lake (see [`LeaseOptions`]).
+fn lease_options(cfg: &Config) -> LeaseOptions {
+    match cfg.lake {
+        Location::Local(_) => LeaseOptions {
+            ttl: cfg.lease_ttl,
+            margin: cfg.lease_ttl / 10,
+            instant_takeover: true,
+        },
+        Location::S3 { .. } => LeaseOptions {
+            ttl: cfg.lease_ttl,
+            margin: cfg.s3.attempt_timeout,
+            instant_takeover: false,
+        },
+    }
+}
+
 /// `landing run`: land one input under the run contract.
 pub async fn run(cfg: &Config) -> Result<Summary> {
     let run_id = new_run_id();
     let input_location = cfg.input.to_string();
     let span = tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %input_location);
     let _enter = span.enter();
+    let mut signals = Signals::install(&input_location)?;
     let (input, input_key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     if let Location::Local(dir) = &cfg.lake {
         std::fs::create_dir_all(dir)
@@ -145,7 +217,7 @@ pub async fn run(cfg: &Config) -> Result<Summary> {
         .await
         .at(Step::Connect, &input_location)?;
     let layout = Layout::new(&cfg.product, &cfg.input_name);
-    let lease = Lease::acquire(lake.clone(), &layout.lock, &run_id, cfg.lease_ttl)
+    let lease = Lease::acquire(lake.clone(), &layout.lock, &run_id, lease_options(cfg))
         .await
         .at(Step::Lease, &input_location)?;
     let ctx = Ctx {
@@ -157,15 +229,50 @@ pub async fn run(cfg: &Config) -> Result<Summary> {
         lake,
         layout,
     };
-    let result = run_leased(&ctx, &lease).await;
+    let result = run_leased(&ctx, &lease, &mut signals).await;
     if let Err(e) = lease.release().await {
         warn!(error = %e, "could not release the lease; it expires on its own");
     }
     result
 }
 
-async fn run_leased(ctx: &Ctx<'_>, lease: &Lease) -> Result<Summary> {
+/// What the run decided before writing anything a reader can see.
+enum Decision {
+    Done(Box<Summary>),
+    Publish(Box<StagedRun>),
+}
+
+async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Result<Summary> {
+    let decided = tokio::select! {
+        biased;
+        signal = signals.recv() => return interrupted(ctx, signal, None).await,
+        decided = decide(ctx, lease) => decided?,
+    };
+    let staged = match decided {
+        Decision::Done(summary) => return Ok(*summary),
+        Decision::Publish(staged) => staged,
+    };
+    pause_point(ctx.cfg, PausePoint::AfterStaging).await;
+    // A signal that came while staging completed still stops us before the publish.
+    if let Some(signal) = signals.pending().await {
+        return interrupted(ctx, signal, Some(&staged)).await;
+    }
+    // From here on a signal waits: the publish is followed by its checkpoint.
+    publish_and_commit(ctx, lease, &staged).await
+}
+
+/// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
+async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
+    let probe = ctx.layout.probe_keys(&ctx.run_id);
+    let fence = ctx
+        .lake
+        .fencing((&probe.0, &probe.1))
+        .await
+        .map_err(at(Step::Connect))?;
+    if fence != CopyFence::Fenced {
+        warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
+    }
     let prior = checkpoint::read(
         &*ctx.lake,
         &ctx.layout.checkpoint,
@@ -174,64 +281,136 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease) -> Result<Summary> {
     )
     .await
     .map_err(at(Step::ReadCheckpoint))?;
-    sweep(ctx).await.map_err(at(Step::Sweep))?;
+    sweep(
+        ctx,
+        Sweep::Others {
+            older_than: ctx.cfg.sweep_age,
+        },
+    )
+    .await
+    .map_err(at(Step::Sweep))?;
+    // What readers see now is the condition of our promotion (the fence).
+    let seen = Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint))?;
     if let Some(cur) = &prior {
-        if let Some(summary) = try_skip(ctx, cur).await? {
-            return Ok(summary);
+        if let Some(summary) = try_skip(ctx, cur, seen.raw.as_ref()).await? {
+            return Ok(Decision::Done(Box::new(summary)));
         }
     }
     let streamed = stream(ctx, lease).await?;
     if let Some(refusal) = streamed.refusal.clone() {
-        return refuse(ctx, streamed, refusal).await;
+        return refuse(ctx, streamed, refusal)
+            .await
+            .map(|s| Decision::Done(Box::new(s)));
     }
-    let staged = complete_staging(ctx, streamed)
+    lease.ensure_held().map_err(at(Step::Stage))?;
+    let staged = complete_staging(ctx, streamed, seen, prior)
         .await
         .map_err(at(Step::Stage))?;
     crash_point(ctx.cfg, CrashPoint::AfterStaging);
+    Ok(Decision::Publish(Box::new(staged)))
+}
+
+/// Publish, then checkpoint last, then clean up.
+async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) -> Result<Summary> {
+    let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
     lease.ensure_held().map_err(at(Step::Publish))?;
-    let published = publish(ctx, &staged).await.map_err(at(Step::Publish))?;
+    // Tests: the deadline was fine, now another run overtakes this one.
+    pause_point(ctx.cfg, PausePoint::BeforePromote).await;
+    let published = publish(ctx, lease, staged)
+        .await
+        .map_err(at(Step::Publish))?;
     crash_point(ctx.cfg, CrashPoint::AfterPublish);
     lease.ensure_held().map_err(at(Step::Checkpoint))?;
-    let moved = commit(ctx, &staged, &published, prior.as_ref())
+    let moved = commit(ctx, staged, &published)
         .await
         .map_err(at(Step::Checkpoint))?;
     crash_point(ctx.cfg, CrashPoint::AfterCheckpoint);
-    cleanup(ctx, &staged).await;
-    Ok(published_summary(ctx, &staged, moved))
+    cleanup(ctx, staged).await;
+    Ok(published_summary(ctx, staged, moved))
 }
 
-/// Remove leftovers of crashed runs before doing any work.
-async fn sweep(ctx: &Ctx<'_>) -> Result<()> {
+/// Stopped by a signal before the publish: remove this run's staging (the lease is
+/// released by the caller) and say so.
+async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) -> Result<Summary> {
+    warn!(signal = ?signal, "interrupted before the publish; removing this run's staging");
+    for s in staged
+        .into_iter()
+        .flat_map(|s| std::iter::once(&s.data).chain(&s.quarantine))
+    {
+        if let Err(e) = ctx.lake.discard(s).await {
+            warn!(error = %e, "could not remove staging; a later run sweeps it");
+        }
+    }
+    // Uploads dropped mid-stream are found by name: this run's staging only.
+    if let Err(e) = sweep(ctx, Sweep::Own).await {
+        warn!(error = %e, "could not remove this run's staging; a later run sweeps it");
+    }
+    let summary = Summary {
+        run_id: ctx.run_id.clone(),
+        product: ctx.cfg.product.clone(),
+        input: ctx.input_location.clone(),
+        input_sha256: String::new(),
+        action: Action::Interrupted,
+        accepted_rows: 0,
+        rejected_rows: 0,
+        duplicate_rows: 0,
+        published_path: None,
+        quarantine_path: None,
+        checkpoint_moved: false,
+        reason: None,
+        quarantine_reasons: None,
+        signal: Some(signal),
+    };
+    log_outcome(&summary);
+    Ok(summary)
+}
+
+/// Remove leftovers: of crashed runs before doing any work, or this run's own.
+async fn sweep(ctx: &Ctx<'_>, which: Sweep) -> Result<()> {
     let l = &ctx.layout;
     let spec = SweepSpec {
         dest_keys: vec![l.raw.clone(), l.quarantine.clone(), l.checkpoint.clone()],
         staging_prefix: l.staging_prefix.clone(),
         names: vec![l.input_name.clone(), l.quarantine_name.clone()],
-        keep_run_id: ctx.run_id.clone(),
-        older_than: ctx.cfg.sweep_age,
+        run_id: ctx.run_id.clone(),
+        which,
     };
     let report = ctx.lake.sweep(&spec).await?;
     if report.aborted_uploads + report.deleted_objects > 0 {
         info!(
             aborted_uploads = report.aborted_uploads,
             deleted_objects = report.deleted_objects,
-            "swept leftovers of earlier runs"
+            "swept leftovers"
         );
     }
     Ok(())
 }
 
+/// The published object and quarantine as the run saw them when it decided.
+struct Seen {
+    raw: Option<ObjectMeta>,
+    quarantine: Option<ObjectMeta>,
+}
+
+impl Seen {
+    async fn read(ctx: &Ctx<'_>) -> Result<Self> {
+        Ok(Seen {
+            raw: ctx.lake.head(&ctx.layout.raw).await?,
+            quarantine: ctx.lake.head(&ctx.layout.quarantine).await?,
+        })
+    }
+}
+
 /// Skip rule: the checkpoint's hash equals the input's and the published object it
 /// names is still there, unchanged. Costs one read of the input, writes nothing.
-async fn try_skip(ctx: &Ctx<'_>, cur: &Current) -> Result<Option<Summary>> {
+async fn try_skip(
+    ctx: &Ctx<'_>,
+    cur: &Current,
+    meta: Option<&ObjectMeta>,
+) -> Result<Option<Summary>> {
     let rec = &cur.record;
     let here = ctx.lake.location(&ctx.layout.raw);
-    let meta = ctx
-        .lake
-        .head(&ctx.layout.raw)
-        .await
-        .at(Step::ReadCheckpoint, &ctx.input_location)?;
-    let intact = rec.published_path == here && meta.as_ref().is_some_and(|m| rec.matches(m));
+    let intact = rec.published_path == here && meta.is_some_and(|m| rec.matches(m));
     if !intact {
         warn!(published = %here, "checkpoint names a published object that is missing or changed; republishing");
         return Ok(None);
@@ -255,6 +434,7 @@ async fn try_skip(ctx: &Ctx<'_>, cur: &Current) -> Result<Option<Summary>> {
         checkpoint_moved: false,
         reason: None,
         quarantine_reasons: None,
+        signal: None,
     };
     log_outcome(&summary);
     Ok(Some(summary))
@@ -263,7 +443,7 @@ async fn try_skip(ctx: &Ctx<'_>, cur: &Current) -> Result<Option<Summary>> {
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
-    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, None).await?;
+    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, None, false).await?;
     Ok(sha)
 }
 
@@ -301,6 +481,7 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         progress,
         ctx.cfg.max_line_bytes,
         Some((v, Some(out_tx))),
+        ctx.cfg.crash_at == Some(CrashPoint::WorkerPanic),
     );
     let (scanned, written) = tokio::join!(scanned, writer);
     let (data, quarantine) = written.at(Step::Stage, input)?;
@@ -352,6 +533,7 @@ async fn write_staging(
         if !wrote_any {
             wrote_any = true;
             crash_point(ctx.cfg, CrashPoint::MidStream);
+            pause_point(ctx.cfg, PausePoint::MidStream).await;
         }
     }
     Ok((data, quarantine))
@@ -395,20 +577,28 @@ async fn refuse(ctx: &Ctx<'_>, streamed: Streamed, refusal: Refusal) -> Result<S
         checkpoint_moved: false,
         reason: Some(refusal),
         quarantine_reasons: None,
+        signal: None,
     };
     log_outcome(&summary);
     Ok(summary)
 }
 
-/// Staged outputs of a run that is going to publish.
+/// Staged outputs of a run that is going to publish, with what it decided on.
 struct StagedRun {
     sha256: String,
     counts: Counts,
     data: Staged,
     quarantine: Option<Staged>,
+    seen: Seen,
+    prior: Option<Current>,
 }
 
-async fn complete_staging(_ctx: &Ctx<'_>, s: Streamed) -> Result<StagedRun> {
+async fn complete_staging(
+    _ctx: &Ctx<'_>,
+    s: Streamed,
+    seen: Seen,
+    prior: Option<Current>,
+) -> Result<StagedRun> {
     let data = s.data.complete().await?;
     let quarantine = match s.quarantine {
         Some(q) => Some(q.complete().await?),
@@ -419,29 +609,44 @@ async fn complete_staging(_ctx: &Ctx<'_>, s: Streamed) -> Result<StagedRun> {
         counts: s.counts,
         data,
         quarantine,
+        seen,
+        prior,
     })
 }
 
-/// Promote quarantine then data. A quarantine left by an earlier publish of this
-/// input no longer describes it, so it goes when this one has none.
-async fn publish(ctx: &Ctx<'_>, staged: &StagedRun) -> Result<ObjectMeta> {
-    match &staged.quarantine {
-        Some(q) => {
-            ctx.lake.promote(q).await?;
-        }
-        None => ctx.lake.delete(&ctx.layout.quarantine).await?,
+/// Promote the data, then the quarantine, each only over what the run saw when it
+/// decided. The quarantine goes second: until the checkpoint names it, a crash in
+/// between leaves the old checkpoint, which no longer matches the data and is redone.
+async fn publish(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) -> Result<ObjectMeta> {
+    let seen = &staged.seen;
+    let data = promote(ctx, &staged.data, seen.raw.as_ref()).await?;
+    if let Some(q) = &staged.quarantine {
+        lease.ensure_held()?;
+        promote(ctx, q, seen.quarantine.as_ref()).await?;
     }
-    ctx.lake.promote(&staged.data).await
+    Ok(data)
+}
+
+/// One fenced promotion: a 412 means another run published since we decided.
+async fn promote(ctx: &Ctx<'_>, staged: &Staged, seen: Option<&ObjectMeta>) -> Result<ObjectMeta> {
+    let expect = Expect::from_head(seen);
+    match ctx.lake.promote(staged, &expect).await {
+        Err(Error::Precondition { location }) => Err(Error::Conflict(format!(
+            "conflict: {location} changed since this run decided ({}); another run published it. Nothing more was written; rerun to reconcile",
+            match &expect {
+                Expect::Absent => "it was absent".to_owned(),
+                Expect::Version(Version::ETag(e)) => format!("it had ETag {e}"),
+                Expect::Version(Version::File { .. }) => "the file was replaced".to_owned(),
+            }
+        ))),
+        other => other,
+    }
 }
 
 /// Write the checkpoint last, against the version read at the start. If another
 /// writer moved it, accept only a checkpoint that already describes our bytes.
-async fn commit(
-    ctx: &Ctx<'_>,
-    staged: &StagedRun,
-    published: &ObjectMeta,
-    prior: Option<&Current>,
-) -> Result<bool> {
+async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Result<bool> {
+    let prior = staged.prior.as_ref();
     let lake = &*ctx.lake;
     let record = Checkpoint {
         product: ctx.cfg.product.clone(),
@@ -452,8 +657,7 @@ async fn commit(
         duplicate_rows: staged.counts.duplicates,
         published_path: lake.location(&ctx.layout.raw),
         published_size: published.size,
-        published_etag: published.etag.clone(),
-        published_mtime_ns: published.mtime_ns,
+        published: PublishedVersion::of(published),
         quarantine_path: staged
             .quarantine
             .as_ref()
@@ -484,14 +688,14 @@ async fn commit(
                     Ok(false)
                 }
                 Some(c) => Err(Error::Conflict(format!(
-                    "checkpoint {} was moved by run {} to input {} while this run published {}; not overwriting. Rerun to reconcile",
+                    "conflict: checkpoint {} was moved by run {} to input {} while this run published {}; not overwriting. Rerun to reconcile",
                     lake.location(key),
                     c.record.run_id,
                     c.record.input_sha256,
                     record.input_sha256
                 ))),
                 None => Err(Error::Conflict(format!(
-                    "checkpoint {} was deleted by another writer during this run; not overwriting. Rerun to reconcile",
+                    "conflict: checkpoint {} was deleted by another writer during this run; not overwriting. Rerun to reconcile",
                     lake.location(key)
                 ))),
             }
@@ -500,12 +704,18 @@ async fn commit(
     }
 }
 
-/// After the checkpoint: staging is garbage. A failure here is logged, not fatal:
-/// the publish and checkpoint are done and the next run sweeps what is left.
+/// After the checkpoint: staging is garbage, and so is a quarantine of an earlier
+/// publish when this one had none (the new checkpoint no longer names it). A failure
+/// here is logged, not fatal: the publish and checkpoint are done.
 async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
     for s in std::iter::once(&staged.data).chain(staged.quarantine.as_ref()) {
         if let Err(e) = ctx.lake.discard(s).await {
             warn!(error = %e, "could not remove staging; a later run sweeps it");
+        }
+    }
+    if staged.quarantine.is_none() && staged.seen.quarantine.is_some() {
+        if let Err(e) = ctx.lake.delete(&ctx.layout.quarantine).await {
+            warn!(error = %e, "could not remove the previous quarantine, which no checkpoint names now");
         }
     }
 }
@@ -528,6 +738,7 @@ fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary 
         checkpoint_moved: moved,
         reason: None,
         quarantine_reasons: None,
+        signal: None,
     };
     log_outcome(&summary);
     summary
@@ -537,7 +748,7 @@ fn log_outcome(s: &Summary) {
     let reason = s.reason.as_ref().map(|r| r.to_string());
     info!(
         input_sha256 = %s.input_sha256,
-        action = ?s.action,
+        action = %serde_json::to_value(s.action).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
         accepted_rows = s.accepted_rows,
         rejected_rows = s.rejected_rows,
         duplicate_rows = s.duplicate_rows,
@@ -563,6 +774,7 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
         progress,
         cfg.max_line_bytes,
         Some((v, None)),
+        false,
     )
     .await
     .at(Step::Stream, &input_location)?;
@@ -582,6 +794,7 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
         checkpoint_moved: false,
         reason: v.refusal().cloned(),
         quarantine_reasons: Some(v.first_rejects().to_vec()),
+        signal: None,
     };
     log_outcome(&summary);
     Ok(summary)

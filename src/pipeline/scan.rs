@@ -4,6 +4,11 @@
 //! Threads: the reading task frames lines into batches; SHA-256 runs on a thread of
 //! its own; [`WORKERS`] threads check batches; one sequencer applies them in the
 //! order they were dealt, so every decision is the one a sequential pass makes.
+//!
+//! Completeness is proved, not assumed: a worker that panics or goes away closes
+//! its channel, which must never read as the end of the input. Every thread is
+//! joined, and unless the sequencer stopped on purpose (a refusal), the batches it
+//! applied and the physical lines they cover must equal what the framer dealt.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -45,6 +50,7 @@ pub(super) async fn scan(
     mut progress: Progress,
     max_line_bytes: usize,
     validate: Option<(Sequencer, Option<mpsc::Sender<Out>>)>,
+    panic_worker: bool,
 ) -> Result<(String, Option<Sequencer>)> {
     let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(16);
     let hasher = tokio::task::spawn_blocking(move || {
@@ -60,14 +66,19 @@ pub(super) async fn scan(
         Some((seq, out)) => {
             let (txs, rxs): (Vec<_>, Vec<_>) =
                 (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
-            let checked: Vec<_> = rxs.into_iter().map(|rx| spawn_checker(rx, seed)).collect();
+            let (checked, workers): (Vec<_>, Vec<_>) = rxs
+                .into_iter()
+                .enumerate()
+                .map(|(i, rx)| spawn_checker(rx, seed, panic_worker && i == WORKERS - 1))
+                .unzip();
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
-            (Some(Framer::new(max_line_bytes)), txs, Some(seq))
+            (Some(Framer::new(max_line_bytes)), txs, Some((seq, workers)))
         }
         None => (None, Vec::new(), None),
     };
     let mut next = 0usize;
+    let mut lost_worker = false;
     loop {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let n = reader
@@ -92,14 +103,22 @@ pub(super) async fn scan(
             }
             let batch = f.push(chunk);
             if batch_txs[next % WORKERS].send(batch).await.is_err() {
+                // A worker is gone; unless the sequencer stopped, that is a failure
+                // (reported below, after every thread is joined).
+                lost_worker = !stop.load(Ordering::Relaxed);
                 framer = None;
                 batch_txs.clear();
             }
             next += 1;
         }
     }
+    let mut dealt = None;
     if let Some(mut f) = framer {
-        let _ = batch_txs[next % WORKERS].send(f.finish()).await;
+        let last = f.finish();
+        if batch_txs[next % WORKERS].send(last).await.is_err() {
+            lost_worker = !stop.load(Ordering::Relaxed);
+        }
+        dealt = Some((next as u64 + 1, f.lines_seen()));
     }
     drop(batch_txs);
     drop(hash_tx);
@@ -108,26 +127,69 @@ pub(super) async fn scan(
         .await
         .map_err(|e| Error::store("join hasher", input, e))?;
     let seq = match sequencer {
-        Some(s) => Some(
-            s.await
-                .map_err(|e| Error::store("join sequencer", input, e))?,
-        ),
+        Some((s, workers)) => {
+            let (seq, stopped) = s
+                .await
+                .map_err(|e| Error::store("join sequencer", input, e))?;
+            for w in workers {
+                w.await
+                    .map_err(|e| Error::store("join validation worker", input, e))?;
+            }
+            if !stopped {
+                prove_complete(input, &seq, dealt, lost_worker)?;
+            }
+            Some(seq)
+        }
         None => None,
     };
     Ok((sha, seq))
 }
 
+/// Every batch framed was checked and sequenced, covering every physical line.
+fn prove_complete(
+    input: &str,
+    seq: &Sequencer,
+    dealt: Option<(u64, u64)>,
+    lost_worker: bool,
+) -> Result<()> {
+    let applied = seq.progress();
+    match dealt {
+        Some(dealt) if !lost_worker && applied == dealt => Ok(()),
+        _ => Err(Error::store(
+            "validate",
+            input,
+            format!(
+                "validation incomplete: {} batches ({} lines) sequenced, {} dealt; a validation worker failed",
+                applied.0,
+                applied.1,
+                dealt.map_or_else(|| "not all".to_owned(), |(b, l)| format!("{b} batches ({l} lines)"))
+            ),
+        )),
+    }
+}
+
 /// A validation worker: checks batches as they come, in its own order.
-fn spawn_checker(mut rx: mpsc::Receiver<Batch>, seed: u64) -> mpsc::Receiver<Checked> {
+/// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
+fn spawn_checker(
+    mut rx: mpsc::Receiver<Batch>,
+    seed: u64,
+    panic_mid_file: bool,
+) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
     let (tx, out) = mpsc::channel::<Checked>(4);
-    tokio::task::spawn_blocking(move || {
+    let handle = tokio::task::spawn_blocking(move || {
+        let mut n = 0;
         while let Some(batch) = rx.blocking_recv() {
+            n += 1;
+            assert!(
+                !(panic_mid_file && n == 2),
+                "drill: validation worker panics mid-file"
+            );
             if tx.blocking_send(check_batch(&batch, seed)).is_err() {
                 return;
             }
         }
     });
-    out
+    (out, handle)
 }
 
 /// The sequencer: takes checked batches round-robin from the workers (the order
@@ -137,7 +199,7 @@ fn sequence(
     mut checked: Vec<mpsc::Receiver<Checked>>,
     out: Option<mpsc::Sender<Out>>,
     stop: &AtomicBool,
-) -> Sequencer {
+) -> (Sequencer, bool) {
     let send = |seq: &mut Sequencer, at_least: usize| -> bool {
         let Some(out) = &out else {
             seq.output().clear();
@@ -167,9 +229,11 @@ fn sequence(
         seq.apply(&batch);
         if seq.refusal().is_some() || !send(&mut seq, FLUSH_AT) {
             stop.store(true, Ordering::Relaxed);
-            return seq;
+            return (seq, true);
         }
     }
-    send(&mut seq, 0);
-    seq
+    // A closed channel ends the loop whether the input ended or a worker died; the
+    // caller tells them apart by counting.
+    let flushed = send(&mut seq, 0);
+    (seq, !flushed)
 }

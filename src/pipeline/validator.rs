@@ -46,6 +46,8 @@ pub struct Batch {
     chunk: Bytes,
     side: Vec<u8>,
     lines: Vec<(u64, Src)>,
+    /// Physical lines of the input framed up to and including this batch.
+    through_line: u64,
 }
 
 impl Batch {
@@ -72,6 +74,7 @@ impl Framer {
             chunk: chunk.clone(),
             side: Vec::new(),
             lines: Vec::with_capacity(chunk.len() / 128),
+            through_line: 0,
         };
         let base = chunk.as_ptr() as usize;
         let end = base + chunk.len();
@@ -79,7 +82,13 @@ impl Framer {
             batch.add(line, base, end);
             Ok::<(), std::convert::Infallible>(())
         });
+        batch.through_line = self.0.lines_seen();
         batch
+    }
+
+    /// Physical lines framed so far.
+    pub fn lines_seen(&self) -> u64 {
+        self.0.lines_seen()
     }
 
     /// End of input: the last line may lack its newline.
@@ -89,6 +98,7 @@ impl Framer {
             batch.add(line, 0, 0);
             Ok::<(), std::convert::Infallible>(())
         });
+        batch.through_line = self.0.lines_seen();
         batch
     }
 }
@@ -127,6 +137,7 @@ enum Item {
 pub struct Checked {
     canonical: Vec<u8>,
     items: Vec<(u64, Item)>,
+    through_line: u64,
 }
 
 /// Step 2: validate every line of a batch, canonicalise and digest the accepted.
@@ -134,6 +145,7 @@ pub fn check_batch(batch: &Batch, seed: u64) -> Checked {
     let mut out = Checked {
         canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
         items: Vec::with_capacity(batch.lines.len()),
+        through_line: batch.through_line,
     };
     for &(number, src) in &batch.lines {
         let item = match src {
@@ -171,6 +183,10 @@ pub struct Sequencer {
     quarantine: Vec<u8>,
     refusal: Option<Refusal>,
     first_rejects: Vec<Rejected>,
+    /// Batches applied, and the physical lines they cover: the proof that every
+    /// framed batch was checked and sequenced before anything is published.
+    batches: u64,
+    through_line: u64,
 }
 
 impl Sequencer {
@@ -186,7 +202,14 @@ impl Sequencer {
             quarantine: Vec::new(),
             refusal: None,
             first_rejects: Vec::new(),
+            batches: 0,
+            through_line: 0,
         }
+    }
+
+    /// Batches applied so far, and the physical lines they covered.
+    pub fn progress(&self) -> (u64, u64) {
+        (self.batches, self.through_line)
     }
 
     /// Apply one checked batch, in input order. Nothing happens after a refusal.
@@ -194,6 +217,8 @@ impl Sequencer {
         if self.refusal.is_some() {
             return;
         }
+        self.batches += 1;
+        self.through_line = self.through_line.max(checked.through_line);
         let index = self.index.get_or_insert_with(|| {
             // Size the index once, from the first batch's average line length.
             let lines = checked.items.len().max(1) as u64;

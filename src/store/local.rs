@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Condition, ObjectMeta, ObjectReader, StageSpec, Staged, Store, SweepReport, SweepSpec, Upload,
-    Versioned,
+    Condition, CopyFence, Expect, ObjectMeta, ObjectReader, StageSpec, Staged, Store, Sweep,
+    SweepReport, SweepSpec, Upload, Version, Versioned,
 };
 use crate::error::{Error, Result};
 
@@ -65,10 +65,14 @@ fn version_of(md: &fs::Metadata) -> String {
 }
 
 fn meta_of(md: &fs::Metadata) -> ObjectMeta {
+    use std::os::unix::fs::MetadataExt;
     ObjectMeta {
         size: md.len(),
-        etag: None,
-        mtime_ns: Some(mtime_ns(md)),
+        version: Version::File {
+            mtime_ns: mtime_ns(md),
+            ino: md.ino(),
+            ctime_ns: i128::from(md.ctime()) * 1_000_000_000 + i128::from(md.ctime_nsec()),
+        },
     }
 }
 
@@ -78,6 +82,25 @@ fn metadata_opt(path: &Path) -> io::Result<Option<fs::Metadata>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Create `dir` and any missing parents, fsyncing each new folder's parent so the
+/// new entries survive a power cut as the files later renamed into them do.
+fn create_dirs(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.as_os_str().is_empty() && !at.exists() {
+        missing.push(at.to_path_buf());
+        at = parent(at);
+    }
+    for d in missing.iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => sync_dir(parent(d))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// fsync a directory so a rename or unlink in it survives a power cut.
@@ -107,20 +130,29 @@ fn unique_tag() -> String {
     format!("w{}-{nanos:x}", std::process::id())
 }
 
-/// Write `body` to a fresh temp file beside `dest` and fsync it.
-fn write_temp(dest: &Path, body: &[u8]) -> io::Result<PathBuf> {
-    fs::create_dir_all(parent(dest))?;
+/// Create a temp file exclusively and lock it: a sweep never removes a temp file
+/// whose writer is alive, and the kernel drops the lock when the writer dies.
+fn create_temp(tmp: &Path) -> io::Result<File> {
+    create_dirs(parent(tmp))?;
+    let f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+    f.lock()?;
+    Ok(f)
+}
+
+/// Write `body` to a fresh, locked temp file beside `dest` and fsync it. The lock
+/// lives as long as the returned file.
+fn write_temp(dest: &Path, body: &[u8]) -> io::Result<(PathBuf, File)> {
     let tmp = temp_path(dest, &unique_tag());
-    let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    let mut f = create_temp(&tmp)?;
     f.write_all(body)?;
     f.sync_all()?;
-    Ok(tmp)
+    Ok((tmp, f))
 }
 
 /// Exclusive advisory lock serialising compare-and-swap on one small file. The
 /// kernel drops it when the process dies, so a crash never leaves it held.
 fn cas_guard(dest: &Path) -> io::Result<File> {
-    fs::create_dir_all(parent(dest))?;
+    create_dirs(parent(dest))?;
     let guard_path = parent(dest).join(format!(".{}.cas", file_name(dest)));
     let f = OpenOptions::new()
         .read(true)
@@ -133,7 +165,7 @@ fn cas_guard(dest: &Path) -> io::Result<File> {
 }
 
 fn put_small_blocking(dest: &Path, body: &[u8], cond: &Condition) -> io::Result<Option<String>> {
-    let tmp = write_temp(dest, body)?;
+    let (tmp, _tmp_lock) = write_temp(dest, body)?;
     let _guard = cas_guard(dest)?;
     let current = metadata_opt(dest)?;
     let allowed = match (cond, &current) {
@@ -152,14 +184,75 @@ fn put_small_blocking(dest: &Path, body: &[u8], cond: &Condition) -> io::Result<
     Ok(Some(version_of(&md)))
 }
 
-/// Is `entry` a leftover temp file of `dest_name` written by a run other than `keep`?
-fn is_leftover(entry: &str, dest_name: &str, keep: &str) -> bool {
-    entry
-        .strip_prefix('.')
-        .and_then(|s| s.strip_prefix(dest_name))
-        .and_then(|s| s.strip_prefix('.'))
-        .and_then(|s| s.strip_suffix(".tmp"))
-        .is_some_and(|tag| !tag.is_empty() && !tag.contains('/') && tag != keep)
+/// The tag of a temp file of `dest_name` (`.<dest_name>.<tag>.tmp`), if `entry` is
+/// one. The whole name must parse, tag included, so `.day.jsonl.<run>.tmp` is never
+/// taken for a temp file of an input named `day`.
+fn temp_tag<'a>(entry: &'a str, dest_name: &str) -> Option<&'a str> {
+    let tag = entry
+        .strip_prefix('.')?
+        .strip_prefix(dest_name)?
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?;
+    (is_run_id(tag) || is_write_tag(tag)).then_some(tag)
+}
+
+/// `YYYYMMDDTHHMMSSZ-xxxxxxxx`, the shape of [`crate::pipeline::new_run_id`].
+fn is_run_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 25
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'Z'
+        && b[16] == b'-'
+        && b[17..]
+            .iter()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+}
+
+/// `w<pid>-<hex nanos>`, the tag of a small write's temp file ([`unique_tag`]).
+fn is_write_tag(s: &str) -> bool {
+    let Some((pid, nanos)) = s.strip_prefix('w').and_then(|r| r.split_once('-')) else {
+        return false;
+    };
+    !pid.is_empty()
+        && pid.bytes().all(|c| c.is_ascii_digit())
+        && !nanos.is_empty()
+        && nanos.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Should the sweep remove this temp file (whose tag is `tag`)?
+fn wanted(tag: &str, spec: &SweepSpec, md: &fs::Metadata, now: SystemTime) -> bool {
+    match spec.which {
+        Sweep::Own => tag == spec.run_id,
+        Sweep::Others { older_than } => {
+            let age = md
+                .modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .unwrap_or(Duration::ZERO);
+            tag != spec.run_id && age >= older_than
+        }
+    }
+}
+
+/// Remove one leftover unless a live writer holds its lock. Returns whether it went.
+fn remove_unless_live(path: &Path) -> io::Result<bool> {
+    let f = match OpenOptions::new().read(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Ok(false),
+        Err(fs::TryLockError::Error(e)) => return Err(e),
+    }
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 fn sweep_blocking(root: &LocalStore, spec: &SweepSpec) -> Result<SweepReport> {
@@ -178,25 +271,16 @@ fn sweep_blocking(root: &LocalStore, spec: &SweepSpec) -> Result<SweepReport> {
         for entry in entries {
             let entry = entry.map_err(|e| root.err("list for sweep", dir, e))?;
             let entry_name = entry.file_name().to_string_lossy().into_owned();
-            if !is_leftover(&entry_name, &name, &spec.keep_run_id) {
+            let Some(tag) = temp_tag(&entry_name, &name) else {
+                continue;
+            };
+            let Ok(md) = entry.metadata() else { continue };
+            if !wanted(tag, spec, &md, now) {
                 continue;
             }
-            let age = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| now.duration_since(t).ok())
-                .unwrap_or(Duration::ZERO);
-            if age < spec.older_than {
-                continue;
-            }
-            match fs::remove_file(entry.path()) {
-                Ok(()) => {
-                    report.deleted_objects += 1;
-                    removed = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(root.err("sweep", &entry.path(), e)),
+            if remove_unless_live(&entry.path()).map_err(|e| root.err("sweep", &entry.path(), e))? {
+                report.deleted_objects += 1;
+                removed = true;
             }
         }
         if removed {
@@ -302,12 +386,7 @@ impl Store for LocalStore {
         let store = self.clone();
         let tmp2 = tmp.clone();
         let file = blocking(move || {
-            fs::create_dir_all(parent(&tmp2)).map_err(|e| store.err("create folder", &tmp2, e))?;
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp2)
-                .map_err(|e| store.err("create temp file", &tmp2, e))
+            create_temp(&tmp2).map_err(|e| store.err("create temp file", &tmp2, e))
         })
         .await?;
         let key = match spec.dest_key.rsplit_once('/') {
@@ -325,12 +404,22 @@ impl Store for LocalStore {
         }))
     }
 
-    async fn promote(&self, staged: &Staged) -> Result<ObjectMeta> {
+    async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
         let tmp = self.path(&staged.key)?;
         let dest = self.path(&staged.dest_key)?;
         let store = self.clone();
         let expected = staged.size;
+        let expect = expect.clone();
         blocking(move || {
+            // The same guard as compare-and-swap on small files: the check and the
+            // rename are one step for every writer on this host.
+            let _guard = cas_guard(&dest).map_err(|e| store.err("lock", &dest, e))?;
+            let now = metadata_opt(&dest).map_err(|e| store.err("stat", &dest, e))?;
+            if Expect::from_head(now.map(|m| meta_of(&m)).as_ref()) != expect {
+                return Err(Error::Precondition {
+                    location: dest.display().to_string(),
+                });
+            }
             fs::rename(&tmp, &dest).map_err(|e| store.err("rename into place", &dest, e))?;
             sync_dir(parent(&dest)).map_err(|e| store.err("sync folder", &dest, e))?;
             let md = fs::metadata(&dest).map_err(|e| store.err("verify", &dest, e))?;
@@ -344,6 +433,11 @@ impl Store for LocalStore {
             Ok(meta_of(&md))
         })
         .await
+    }
+
+    async fn fencing(&self, _scratch: (&str, &str)) -> Result<CopyFence> {
+        // Promotion checks the destination and renames under one lock.
+        Ok(CopyFence::Fenced)
     }
 
     async fn discard(&self, staged: &Staged) -> Result<()> {
@@ -397,6 +491,8 @@ impl Upload for LocalUpload {
         let Some(buf) = self.file.take() else {
             return Err(self.io_err("complete temp file", io::Error::other("already closed")));
         };
+        // Closing the file drops its lock: from here on the run's lease is what keeps
+        // other runs of this input (the only ones whose sweep matches it) away.
         let result = buf
             .into_inner()
             .map_err(|e| e.into_error())
@@ -419,13 +515,46 @@ impl Upload for LocalUpload {
 mod tests {
     use super::*;
 
+    const RUN: &str = "20260301T020304Z-0a1b2c3d";
+
     #[test]
-    fn leftovers_match_only_other_runs_of_the_same_name() {
-        assert!(is_leftover(".a.jsonl.run1.tmp", "a.jsonl", "run2"));
-        assert!(!is_leftover(".a.jsonl.run2.tmp", "a.jsonl", "run2"));
-        assert!(!is_leftover(".ab.jsonl.run1.tmp", "a.jsonl", "run2"));
-        assert!(!is_leftover("a.jsonl", "a.jsonl", "run2"));
-        assert!(!is_leftover(".a.jsonl..tmp", "a.jsonl", "run2"));
+    fn temp_names_parse_whole() {
+        assert_eq!(
+            temp_tag(&format!(".a.jsonl.{RUN}.tmp"), "a.jsonl"),
+            Some(RUN)
+        );
+        assert_eq!(
+            temp_tag(".a.jsonl.w123-ff0.tmp", "a.jsonl"),
+            Some("w123-ff0")
+        );
+        assert_eq!(temp_tag(&format!(".ab.jsonl.{RUN}.tmp"), "a.jsonl"), None);
+        assert_eq!(temp_tag("a.jsonl", "a.jsonl"), None);
+        assert_eq!(temp_tag(".a.jsonl..tmp", "a.jsonl"), None);
+        // An input named `day` never claims the temp files of `day.jsonl`.
+        assert_eq!(temp_tag(&format!(".day.jsonl.{RUN}.tmp"), "day"), None);
+        assert_eq!(temp_tag(".day.jsonl.w1-2.tmp", "day"), None);
+    }
+
+    #[test]
+    fn run_ids_have_one_shape() {
+        assert!(is_run_id(&crate::pipeline::new_run_id()));
+        assert!(!is_run_id("20260301T020304Z-0A1B2C3D"));
+        assert!(!is_run_id("jsonl.20260301T020304Z-0a1b2c3d"));
+    }
+
+    #[test]
+    fn a_locked_temp_file_is_never_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join(format!(".a.jsonl.{RUN}.tmp"));
+        let held = create_temp(&tmp).unwrap();
+        assert!(
+            !remove_unless_live(&tmp).unwrap(),
+            "live writer's temp file removed"
+        );
+        assert!(tmp.exists());
+        drop(held);
+        assert!(remove_unless_live(&tmp).unwrap());
+        assert!(!tmp.exists());
     }
 
     #[test]

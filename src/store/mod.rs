@@ -17,15 +17,76 @@ use crate::error::Result;
 pub mod local;
 pub mod s3;
 
-/// What the skip rule compares: the published object's size and its change marker
-/// (the ETag on S3, the modification time on a local disk).
+/// What the skip rule compares: the published object's size and its version marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {
     pub size: u64,
+    pub version: Version,
+}
+
+/// Which version of an object this is, in the store's own terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Version {
     /// S3 ETag as returned by the server (quotes included).
-    pub etag: Option<String>,
-    /// Local modification time, nanoseconds since the Unix epoch.
-    pub mtime_ns: Option<i128>,
+    ETag(String),
+    /// A local file's identity. The ctime and inode change on every write, rename or
+    /// metadata change and no tool can set them back, so a same-size copy made with
+    /// `cp -p` or `rsync -a` (which restore the mtime) is told apart from the original.
+    File {
+        mtime_ns: i128,
+        ino: u64,
+        ctime_ns: i128,
+    },
+}
+
+impl ObjectMeta {
+    /// The S3 ETag, if this is an S3 object.
+    pub fn etag(&self) -> Option<&str> {
+        match &self.version {
+            Version::ETag(e) => Some(e),
+            Version::File { .. } => None,
+        }
+    }
+}
+
+/// What a promotion expects to replace: the published object as the run saw it when
+/// it decided. The store refuses the promotion (`Precondition`) if it changed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// Nothing was published under the name.
+    Absent,
+    /// This version was published.
+    Version(Version),
+}
+
+impl Expect {
+    pub fn from_head(meta: Option<&ObjectMeta>) -> Self {
+        meta.map_or(Expect::Absent, |m| Expect::Version(m.version.clone()))
+    }
+}
+
+/// Whether a promotion can be fenced (see [`Store::promote`]), as probed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyFence {
+    /// The store honours the destination condition and keeps the bytes on a 412.
+    Fenced,
+    /// The store ignores destination conditions on copies (moto 5.2.5).
+    Ignored,
+    /// The store answers 412 but changes the destination anyway (LocalStack 4.14.0).
+    Unsafe,
+    /// Conditional copies switched off (`--s3-conditional-copy off`).
+    Off,
+}
+
+impl std::fmt::Display for CopyFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CopyFence::Fenced => "fenced",
+            CopyFence::Ignored => "not fenced (the store ignores copy conditions)",
+            CopyFence::Unsafe => "conditional copy unsafe (412 but the destination changed)",
+            CopyFence::Off => "not fenced (conditional copies off)",
+        })
+    }
 }
 
 /// A condition on a small-object write (checkpoint, lease).
@@ -72,7 +133,16 @@ pub struct Staged {
     pub size: u64,
 }
 
-/// What a sweep of crashed runs' leftovers should look at.
+/// Which leftovers a sweep removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// Other runs' leftovers at least this old; never the current run's own.
+    Others { older_than: Duration },
+    /// The current run's own staging, after it was interrupted.
+    Own,
+}
+
+/// What a sweep of leftovers should look at.
 #[derive(Debug, Clone)]
 pub struct SweepSpec {
     /// Published keys whose leftovers (temp files beside them) may exist.
@@ -81,10 +151,9 @@ pub struct SweepSpec {
     pub staging_prefix: String,
     /// Only leftovers whose final path segment is one of these names are swept.
     pub names: Vec<String>,
-    /// Never sweep the current run's own staging.
-    pub keep_run_id: String,
-    /// Only sweep leftovers at least this old.
-    pub older_than: Duration,
+    /// The current run.
+    pub run_id: String,
+    pub which: Sweep,
 }
 
 /// What a sweep removed.
@@ -121,7 +190,15 @@ pub trait Store: Send + Sync {
 
     /// Publish staged bytes under their destination atomically (a reader sees the old
     /// object or the new one), make it durable, verify it, and return its metadata.
-    async fn promote(&self, staged: &Staged) -> Result<ObjectMeta>;
+    /// `expect` fences the write: if the destination is no longer what the run saw
+    /// when it decided, nothing is replaced and the answer is `Precondition` (on stores
+    /// that can fence a copy; see each backend).
+    async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta>;
+
+    /// Whether [`Store::promote`] is fenced on this store (probed once per process,
+    /// then cached). A probe writes only the two `scratch` keys, which lie in the
+    /// run's own staging so a sweep removes them if the run dies mid-probe.
+    async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence>;
 
     /// Remove a staging object once the checkpoint is written. Absent is fine.
     async fn discard(&self, staged: &Staged) -> Result<()>;

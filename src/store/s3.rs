@@ -6,7 +6,7 @@
 //! | read the input | one streaming `GetObject`, with a stall timeout on the body |
 //! | stage | `CreateMultipartUpload` on `staging/<product>/<run id>/<name>`, parts uploaded while the caller keeps writing |
 //! | staging complete | `CompleteMultipartUpload` (an empty output is a plain empty `PutObject`) |
-//! | publish | `CopyObject` staging → `raw/…` (above `copy_threshold`: `UploadPartCopy` parts + `CompleteMultipartUpload`), then `HeadObject` to verify size and ETag |
+//! | publish | `CopyObject` staging → `raw/…` with `If-Match: <raw ETag seen at the decision>` or `If-None-Match: *` (above `copy_threshold`: `UploadPartCopy` parts + a conditional `CompleteMultipartUpload`), then `HeadObject` to verify size and ETag |
 //! | checkpoint / lease | `PutObject` with `If-None-Match: *` or `If-Match: <etag>` |
 //! | clean up | `DeleteObject` on the staging key |
 //! | sweep | `ListMultipartUploads` + `AbortMultipartUpload`, `ListObjectsV2` + `DeleteObject` under the staging prefix |
@@ -34,6 +34,18 @@
 //!
 //! Sweeps trust `Initiated` of `ListMultipartUploads` for the age of an upload; moto
 //! answers a fixed 2010 date there, so on moto every incomplete upload looks old.
+//!
+//! **Fencing a copy.** A copy's destination condition is what stops a late copy (a
+//! killed run's request still executing on the server) from overwriting a newer
+//! publish. Stores differ: AWS S3 and SeaweedFS 4.48 honour it, moto 5.2.5 ignores it,
+//! and LocalStack 4.14.0 answers 412 but overwrites the destination's bytes anyway. So
+//! [`Store::fencing`] probes the store once per process on two scratch keys in the
+//! run's own staging (never `raw/`): a copy that must fail its condition, then a
+//! read-back. A promotion in a process that never probed is sent unconditional.
+//! Only a store that refused the copy *and* kept the bytes gets conditional copies.
+//! Staging objects carry the run id as user metadata (`x-amz-meta-landing-run-id`),
+//! which the copy keeps, so a 412 met by the SDK's retry of our own landed copy is
+//! recognised as ours.
 //!
 //! Provider differences are normalised here: a false write condition is
 //! [`Error::Precondition`] whether the server answers 412, 409
@@ -64,10 +76,10 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::task::JoinSet;
 
 use super::{
-    Condition, ObjectMeta, ObjectReader, StageSpec, Staged, Store, SweepReport, SweepSpec, Upload,
-    Versioned,
+    Condition, CopyFence, Expect, ObjectMeta, ObjectReader, StageSpec, Staged, Store, Sweep,
+    SweepReport, SweepSpec, Upload, Version, Versioned,
 };
-use crate::config::{ChecksumMode, CrashPoint, S3Config};
+use crate::config::{ChecksumMode, ConditionalCopy, CrashPoint, S3Config};
 use crate::error::{Error, Result};
 
 /// S3's smallest allowed part, for all parts but the last.
@@ -84,6 +96,9 @@ const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
+/// User metadata naming the run that staged an object (kept by CopyObject).
+const RUN_ID_META: &str = "landing-run-id";
+
 /// A lake (or input) on S3: a bucket and a key prefix.
 #[derive(Clone)]
 pub struct S3Store {
@@ -95,6 +110,10 @@ pub struct S3Store {
     /// Whether multipart uploads carry CRC32 part checksums (see the module doc).
     part_checksums: bool,
 }
+
+/// The probe's verdict per bucket, taken once per process: every input of an inbox
+/// run lands in the same lake.
+static FENCES: std::sync::Mutex<Vec<(String, CopyFence)>> = std::sync::Mutex::new(Vec::new());
 
 impl fmt::Debug for S3Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -132,7 +151,11 @@ impl S3Store {
         prefix: &str,
         cfg: &S3Config,
     ) -> Self {
-        let mut timeouts = TimeoutConfig::builder().operation_timeout(cfg.operation_timeout);
+        // The per-attempt bound is what limits how long one request can stay in flight
+        // on the server; the lease TTL is validated against it (see config).
+        let mut timeouts = TimeoutConfig::builder()
+            .operation_timeout(cfg.operation_timeout)
+            .operation_attempt_timeout(cfg.attempt_timeout);
         if let Some(existing) = sdk.timeout_config() {
             timeouts = timeouts.take_unset_from(existing.to_builder());
         }
@@ -194,7 +217,7 @@ impl S3Store {
     }
 
     /// Copy a whole object with one `CopyObject` (at most 5 GiB); returns the new ETag.
-    async fn copy_whole(&self, src: &str, dst: &str) -> Result<String> {
+    async fn copy_whole(&self, src: &str, dst: &str, cond: &Condition) -> Result<String> {
         let loc = self.loc_full(dst);
         let mut req = self
             .client
@@ -202,6 +225,17 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(dst)
             .copy_source(copy_source(&self.bucket, src));
+        let c = match cond {
+            Condition::None => Cond::None,
+            Condition::IfAbsent => {
+                req = req.if_none_match("*");
+                Cond::IfAbsent
+            }
+            Condition::IfMatch(etag) => {
+                req = req.if_match(etag);
+                Cond::IfMatch
+            }
+        };
         if self.part_checksums {
             // Ask for a checksum of the copy: AWS and moto then store a full-object
             // CRC32 that readers can validate. Without it moto copies the staging
@@ -212,7 +246,7 @@ impl S3Store {
         let out = req
             .send()
             .await
-            .map_err(|e| map_err("CopyObject", &loc, e, Cond::None))?;
+            .map_err(|e| map_err("CopyObject", &loc, e, c))?;
         // A 200 with an <Error> body is mapped to an error by the SDK; a result without
         // an ETag is not a success either.
         out.copy_object_result()
@@ -229,13 +263,21 @@ impl S3Store {
 
     /// Copy with `UploadPartCopy` parts into a multipart upload on `dst` (required above
     /// 5 GiB); returns the new ETag. A failed copy aborts its upload.
-    async fn copy_multipart(&self, src: &str, dst: &str, size: u64) -> Result<String> {
+    async fn copy_multipart(
+        &self,
+        src: &str,
+        dst: &str,
+        size: u64,
+        run_id: &str,
+        cond: &Condition,
+    ) -> Result<String> {
         let loc = self.loc_full(dst);
         let created = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(dst)
+            .metadata(RUN_ID_META, run_id)
             .send()
             .await
             .map_err(|e| map_err("CreateMultipartUpload", &loc, e, Cond::None))?;
@@ -243,7 +285,7 @@ impl S3Store {
             .upload_id()
             .ok_or_else(|| protocol("CreateMultipartUpload", &loc, "answer carries no UploadId"))?
             .to_owned();
-        let result = self.copy_parts(src, dst, size, &upload_id).await;
+        let result = self.copy_parts(src, dst, size, &upload_id, cond).await;
         if result.is_err() {
             if let Err(e) = abort_upload(&self.client, &self.bucket, dst, &upload_id, &loc).await {
                 tracing::warn!(location = %loc, error = %e, "could not abort the failed multipart copy; a sweep or lifecycle rule will");
@@ -252,7 +294,14 @@ impl S3Store {
         result
     }
 
-    async fn copy_parts(&self, src: &str, dst: &str, size: u64, upload_id: &str) -> Result<String> {
+    async fn copy_parts(
+        &self,
+        src: &str,
+        dst: &str,
+        size: u64,
+        upload_id: &str,
+        cond: &Condition,
+    ) -> Result<String> {
         let loc = self.loc_full(dst);
         let part = copy_part_size(size, self.cfg.part_size as u64);
         let source = copy_source(&self.bucket, src);
@@ -301,7 +350,16 @@ impl S3Store {
         while !tasks.is_empty() {
             parts.push(join_part(&mut tasks, "UploadPartCopy", &loc).await?);
         }
-        complete_upload(&self.client, &self.bucket, dst, upload_id, parts, &loc).await
+        complete_upload(
+            &self.client,
+            &self.bucket,
+            dst,
+            upload_id,
+            parts,
+            &loc,
+            cond,
+        )
+        .await
     }
 
     /// Abort the incomplete uploads under `prefix` that `eligible` accepts.
@@ -431,12 +489,11 @@ impl Store for S3Store {
         {
             Ok(out) => Ok(Some(ObjectMeta {
                 size: content_length(out.content_length(), "HeadObject", &loc)?,
-                etag: Some(
+                version: Version::ETag(
                     out.e_tag()
                         .ok_or_else(|| protocol("HeadObject", &loc, "answer carries no ETag"))?
                         .to_owned(),
                 ),
-                mtime_ns: None,
             })),
             Err(e) => match map_err("HeadObject", &loc, e, Cond::None) {
                 Error::NotFound { .. } => Ok(None),
@@ -527,7 +584,8 @@ impl Store for S3Store {
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
-            .key(&full);
+            .key(&full)
+            .metadata(RUN_ID_META, &spec.run_id);
         if self.part_checksums {
             req = req.checksum_algorithm(ChecksumAlgorithm::Crc32);
         }
@@ -553,6 +611,7 @@ impl Store for S3Store {
                 location: loc,
                 checksums: self.part_checksums,
                 crash_after,
+                run_id: spec.run_id.clone(),
             }),
             staging_key: spec.staging_key.clone(),
             dest_key: spec.dest_key.clone(),
@@ -567,14 +626,47 @@ impl Store for S3Store {
         }))
     }
 
-    async fn promote(&self, staged: &Staged) -> Result<ObjectMeta> {
+    async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
         let src = self.full_key(&staged.key);
         let dst = self.full_key(&staged.dest_key);
         let loc = self.loc_full(&dst);
-        let copied_etag = if staged.size <= self.cfg.copy_threshold {
-            self.copy_whole(&src, &dst).await?
+        let fence = self.known_fence().unwrap_or(CopyFence::Off);
+        let cond = match (fence, expect) {
+            (CopyFence::Fenced, Expect::Absent) => Condition::IfAbsent,
+            (CopyFence::Fenced, Expect::Version(Version::ETag(e))) => Condition::IfMatch(e.clone()),
+            (CopyFence::Fenced, Expect::Version(v)) => {
+                return Err(protocol(
+                    "CopyObject",
+                    &loc,
+                    format!("not an S3 version: {v:?}"),
+                ))
+            }
+            _ => Condition::None,
+        };
+        let run_id = staged_run_id(&staged.key);
+        let copied = if staged.size <= self.cfg.copy_threshold {
+            self.copy_whole(&src, &dst, &cond).await
         } else {
-            self.copy_multipart(&src, &dst, staged.size).await?
+            self.copy_multipart(&src, &dst, staged.size, run_id, &cond)
+                .await
+        };
+        let copied_etag = match copied {
+            Ok(etag) => Some(etag),
+            // The SDK retried a copy whose first attempt landed (its answer was lost):
+            // the destination is then our own copy, which the run id metadata proves.
+            Err(Error::Precondition { .. }) if self.is_our_copy(&dst, run_id, staged.size).await? => {
+                tracing::info!(location = %loc, "the copy landed though its answer was lost");
+                None
+            }
+            // Our staging object is gone: a run that took the lease after ours was
+            // lost swept it. Nothing was replaced.
+            Err(Error::NotFound { .. }) => {
+                return Err(Error::Conflict(format!(
+                    "conflict: this run's staging object {} is gone (another run swept it after this run's lease was lost); nothing was published",
+                    self.loc_full(&src)
+                )))
+            }
+            Err(e) => return Err(e),
         };
         // Verify what a reader will now see before the caller checkpoints it.
         let meta = self.head(&staged.dest_key).await?.ok_or_else(|| {
@@ -594,8 +686,8 @@ impl Store for S3Store {
                 ),
             ));
         }
-        let head_etag = meta.etag.as_deref().unwrap_or_default();
-        if unquote(head_etag) != unquote(&copied_etag) {
+        let head_etag = meta.etag().unwrap_or_default();
+        if let Some(copied_etag) = copied_etag.filter(|e| unquote(head_etag) != unquote(e)) {
             return Err(protocol(
                 "HeadObject",
                 &loc,
@@ -605,6 +697,26 @@ impl Store for S3Store {
             ));
         }
         Ok(meta)
+    }
+
+    async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
+        let verdict = match (self.cfg.conditional_copy, self.known_fence()) {
+            (ConditionalCopy::Off, _) => CopyFence::Off,
+            (_, Some(known)) => known,
+            (_, None) => {
+                let probed = self.probe_copy_fence(scratch).await?;
+                let mut fences = FENCES.lock().unwrap_or_else(|p| p.into_inner());
+                fences.push((self.bucket.clone(), probed));
+                probed
+            }
+        };
+        if self.cfg.conditional_copy == ConditionalCopy::On && verdict != CopyFence::Fenced {
+            return Err(Error::Config(format!(
+                "--s3-conditional-copy on, but copies to s3://{} cannot be fenced: {verdict}; use auto or off",
+                self.bucket
+            )));
+        }
+        Ok(verdict)
     }
 
     async fn discard(&self, staged: &Staged) -> Result<()> {
@@ -618,20 +730,26 @@ impl Store for S3Store {
         }
         let prefix = format!("{}/", self.full_key(staging));
         let names: HashSet<&str> = spec.names.iter().map(String::as_str).collect();
-        let keep = format!("/{}/", spec.keep_run_id);
+        let this_run = format!("/{}/", spec.run_id);
         let now = SystemTime::now();
-        let older_than = spec.older_than;
+        let which = spec.which;
         let eligible = |full: &str, when: Option<&aws_smithy_types::DateTime>| -> bool {
             let Some(rel) = self.relative_key(full) else {
                 return false;
             };
             let name = rel.rsplit('/').next().unwrap_or(rel);
-            // An unknown age is never old enough.
-            let old = when
-                .and_then(|t| SystemTime::try_from(*t).ok())
-                .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) >= older_than)
-                .unwrap_or(false);
-            names.contains(name) && !rel.contains(&keep) && old
+            let wanted = match which {
+                Sweep::Own => rel.contains(&this_run),
+                Sweep::Others { older_than } => {
+                    // An unknown age is never old enough.
+                    let old = when
+                        .and_then(|t| SystemTime::try_from(*t).ok())
+                        .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) >= older_than)
+                        .unwrap_or(false);
+                    !rel.contains(&this_run) && old
+                }
+            };
+            names.contains(name) && wanted
         };
         let aborted_uploads = self.sweep_uploads(&prefix, &eligible).await?;
         let deleted_objects = self.sweep_objects(&prefix, &eligible).await?;
@@ -651,6 +769,7 @@ struct PartCtx {
     location: String,
     checksums: bool,
     crash_after: Option<u32>,
+    run_id: String,
 }
 
 impl PartCtx {
@@ -803,6 +922,7 @@ impl Upload for S3Upload {
                 .put_object()
                 .bucket(&ctx.bucket)
                 .key(&ctx.key)
+                .metadata(RUN_ID_META, &ctx.run_id)
                 .content_length(0)
                 .body(ByteStream::from(Bytes::new()))
                 .send()
@@ -835,6 +955,7 @@ impl Upload for S3Upload {
                 &ctx.upload_id,
                 parts,
                 &ctx.location,
+                &Condition::None,
             )
             .await;
             if let Err(e) = completed {
@@ -874,6 +995,105 @@ impl Upload for S3Upload {
     }
 }
 
+impl S3Store {
+    /// The probe's verdict for this bucket, if this process already has one.
+    fn known_fence(&self) -> Option<CopyFence> {
+        let fences = FENCES.lock().unwrap_or_else(|p| p.into_inner());
+        fences
+            .iter()
+            .find(|(b, _)| *b == self.bucket)
+            .map(|(_, f)| *f)
+    }
+}
+
+/// The run id inside a staging key `staging/<product>/<run id>/<name>`.
+fn staged_run_id(key: &str) -> &str {
+    let mut segments = key.rsplit('/');
+    segments.next();
+    segments.next().unwrap_or_default()
+}
+
+impl S3Store {
+    /// After a 412 on our copy: is the destination the copy this run made?
+    async fn is_our_copy(&self, dst: &str, run_id: &str, size: u64) -> Result<bool> {
+        let loc = self.loc_full(dst);
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(dst)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(!run_id.is_empty()
+                && out.content_length() == Some(size as i64)
+                && out
+                    .metadata()
+                    .and_then(|m| m.get(RUN_ID_META))
+                    .map(String::as_str)
+                    == Some(run_id)),
+            Err(e) => match map_err("HeadObject", &loc, e, Cond::None) {
+                Error::NotFound { .. } => Ok(false),
+                e => Err(e),
+            },
+        }
+    }
+
+    /// Does this store honour a copy's destination condition, and safely? Runs on
+    /// scratch keys only: LocalStack 4.14.0 answers 412 to a failed condition and
+    /// still overwrites the destination's bytes, so never on a key that matters.
+    pub async fn probe_copy_fence(&self, scratch: (&str, &str)) -> Result<CopyFence> {
+        let (src, dst) = scratch;
+        let target = Bytes::from_static(b"landing probe: the bytes that must survive");
+        let result = self.probe_on(src, dst, target).await;
+        for key in [src, dst] {
+            if let Err(e) = self.delete(key).await {
+                tracing::warn!(error = %e, "could not remove a probe scratch object");
+            }
+        }
+        let verdict = result?;
+        tracing::info!(copy_fence = %verdict, bucket = %self.bucket, "probed copy conditions");
+        Ok(verdict)
+    }
+
+    async fn probe_on(&self, src: &str, dst: &str, target: Bytes) -> Result<CopyFence> {
+        self.put_small(src, Bytes::from_static(b"probe source"), Condition::None)
+            .await?;
+        let etag = self.put_small(dst, target.clone(), Condition::None).await?;
+        let (full_src, full_dst) = (self.full_key(src), self.full_key(dst));
+        // Must fail: the target exists.
+        let refused = match self
+            .copy_whole(&full_src, &full_dst, &Condition::IfAbsent)
+            .await
+        {
+            Ok(_) => false,
+            Err(Error::Precondition { .. }) => true,
+            Err(e) => return Err(e),
+        };
+        let kept = self.get_small(dst).await?;
+        let intact = kept.as_ref().is_some_and(|k| k.bytes == target);
+        if !intact {
+            return Ok(if refused {
+                CopyFence::Unsafe
+            } else {
+                CopyFence::Ignored
+            });
+        }
+        if !refused {
+            return Ok(CopyFence::Ignored);
+        }
+        // Must succeed: the right ETag.
+        match self
+            .copy_whole(&full_src, &full_dst, &Condition::IfMatch(etag))
+            .await
+        {
+            Ok(_) => Ok(CopyFence::Fenced),
+            Err(Error::Precondition { .. }) => Ok(CopyFence::Unsafe),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Wait for one part task; a panicked or cancelled task is an error too.
 async fn join_part(
     tasks: &mut JoinSet<Result<CompletedPart>>,
@@ -895,9 +1115,10 @@ async fn complete_upload(
     upload_id: &str,
     mut parts: Vec<CompletedPart>,
     loc: &str,
+    cond: &Condition,
 ) -> Result<String> {
     parts.sort_by_key(|p| p.part_number());
-    let out = client
+    let mut req = client
         .complete_multipart_upload()
         .bucket(bucket)
         .key(key)
@@ -906,10 +1127,22 @@ async fn complete_upload(
             CompletedMultipartUpload::builder()
                 .set_parts(Some(parts))
                 .build(),
-        )
+        );
+    let c = match cond {
+        Condition::None => Cond::None,
+        Condition::IfAbsent => {
+            req = req.if_none_match("*");
+            Cond::IfAbsent
+        }
+        Condition::IfMatch(etag) => {
+            req = req.if_match(etag);
+            Cond::IfMatch
+        }
+    };
+    let out = req
         .send()
         .await
-        .map_err(|e| map_err("CompleteMultipartUpload", loc, e, Cond::None))?;
+        .map_err(|e| map_err("CompleteMultipartUpload", loc, e, c))?;
     // Complete can answer 200 and fail in the body; the SDK maps that to an error, and a
     // success always names the ETag.
     out.e_tag()

@@ -351,6 +351,38 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, String)>) 
     }
 }
 
+/// Short leases for S3 runs that a test kills: a killed holder's lease is only taken
+/// over once expired, so the test waits for that expiry (the contract's rule, not a
+/// synchronisation) and keeps it to seconds. The attempt timeout must stay below it.
+/// The deadline leaves TTL − attempt timeout = 3 s between renewals' answers, ample
+/// for a small PutObject on a loaded test server.
+pub const SHORT_LEASE: [(&str, &str); 2] = [
+    ("LANDING_LEASE_TTL", "5"),
+    ("LANDING_S3_ATTEMPT_TIMEOUT", "2"),
+];
+
+impl World {
+    /// On S3, wait until the lease at `key` is free: absent, released, or expired. (A
+    /// local lake takes a dead holder's lease over at once.)
+    pub fn wait_for_lease_expiry(&self, key: &str) {
+        if !self.is_s3() {
+            return;
+        }
+        let Some(bytes) = self.get(key) else { return };
+        let v: Value = serde_json::from_slice(&bytes).expect("a lease record");
+        if v["released"] == true {
+            return;
+        }
+        let fmt = time::format_description::well_known::Rfc3339;
+        let expires = time::OffsetDateTime::parse(v["expires_at"].as_str().unwrap(), &fmt)
+            .expect("expires_at");
+        let left = expires - time::OffsetDateTime::now_utc();
+        if left.is_positive() {
+            std::thread::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50));
+        }
+    }
+}
+
 /// A valid event line with the given id and attempt.
 pub fn event(id: &str, attempt: u32) -> String {
     format!(

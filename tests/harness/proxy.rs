@@ -557,9 +557,14 @@ impl Proxy {
         lock(&self.state.seen).clone()
     }
 
-    /// How many requests were this operation.
+    /// How many requests were this operation, leaving out the job's probe of copy
+    /// conditions (scratch keys `…/probe-source/…`, `…/probe-target/…` in its
+    /// staging), which is not a contract step.
     pub fn count(&self, op: Op) -> usize {
-        lock(&self.state.seen).iter().filter(|s| s.op == op).count()
+        lock(&self.state.seen)
+            .iter()
+            .filter(|s| s.op == op && !s.key.contains("/probe-"))
+            .count()
     }
 
     /// A readable log of what the proxy saw, for assertion messages.

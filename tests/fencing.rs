@@ -1,0 +1,397 @@
+//! Fencing: no late, lost-lease, half-checked or interrupted write changes what
+//! readers see. Interleavings are driven by the binary's pause points (it stops at a
+//! named point, says so on stderr and waits for a line on stdin), never by sleeps.
+
+mod harness;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Stdio};
+use std::thread::JoinHandle;
+
+use harness::*;
+
+const NAME: &str = "progress-2026-03-07.jsonl";
+const RAW: &str = "raw/progress/progress-2026-03-07.jsonl";
+const CKPT: &str = "checkpoints/progress/progress-2026-03-07.jsonl.json";
+const LOCK: &str = "locks/progress/progress-2026-03-07.jsonl.lock";
+
+/// A run stopped at a pause point, with its stderr drained on a thread that also
+/// hands each line over, so a test can wait for what the run says.
+struct Paused {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: JoinHandle<String>,
+    stdout: JoinHandle<String>,
+}
+
+impl Paused {
+    /// Start `landing run` with `LANDING_PAUSE_AT=point` and wait until it is there.
+    fn start(w: &World, input: &str, point: &str, env: &[(&str, &str)]) -> Paused {
+        let lake = w.lake_arg();
+        let mut all_env = vec![("LANDING_PAUSE_AT", point)];
+        all_env.extend_from_slice(env);
+        let mut cmd = w.command(&["run", "--input", input, "--lake", &lake], &all_env);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn landing");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let err = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(err).lines() {
+                let line = line.unwrap_or_default();
+                let _ = tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        let mut out = child.stdout.take().expect("stdout");
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let paused = Paused {
+            child,
+            lines,
+            stderr,
+            stdout,
+        };
+        paused.wait_for_line("landing: paused at");
+        paused
+    }
+
+    /// Block until the run writes a stderr line containing `needle`; fail if it exits
+    /// first.
+    fn wait_for_line(&self, needle: &str) {
+        for line in self.lines.iter() {
+            if line.contains(needle) {
+                return;
+            }
+        }
+        panic!("the run ended without saying {needle:?}");
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
+    /// Let the run go on and collect its outcome.
+    fn finish(mut self) -> Run {
+        if let Some(mut stdin) = self.child.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let status = self.child.wait().expect("wait");
+        let stdout = self.stdout.join().unwrap_or_default();
+        let stderr = self.stderr.join().unwrap_or_default();
+        Run::from_output(std::process::Output {
+            status,
+            stdout: stdout.into_bytes(),
+            stderr: stderr.into_bytes(),
+        })
+    }
+}
+
+fn lease_is_free(w: &World) -> bool {
+    w.get(LOCK)
+        .is_none_or(|b| landing::lease::Lease::is_free(&b))
+}
+
+fn published(w: &World) -> (Vec<u8>, String) {
+    let raw = w.get(RAW).expect("raw");
+    (raw, checkpoint_sha(w, CKPT).expect("checkpoint"))
+}
+
+/// Run A decides while raw is absent and stops right before its promotion; its lease
+/// is then lost (removed) and run B publishes and checkpoints other bytes. When A
+/// goes on, its promotion must not replace B's publish where the store can fence a
+/// copy (local, SeaweedFS), and A exits 75 without touching B's checkpoint. Where
+/// copies cannot be fenced (moto ignores the condition, LocalStack corrupts), the
+/// late copy lands, the checkpoint's compare-and-swap still refuses A, and the next
+/// run sees the mismatch and repairs the publish: the documented unfenced window.
+fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
+    let w = World::new(kind, "late-promote");
+    let a_in = generated(2_000, 31);
+    let b_in = generated(2_500, 32);
+    let input = w.put_input(NAME, &a_in);
+    let a = Paused::start(&w, &input, "before-promote", &[]);
+    w.delete(LOCK);
+    w.put_input(NAME, &b_in);
+    // B leaves A's staging alone (it is young), so A really reaches its copy.
+    let b = w.run(&input, &["--sweep-age", "3600"]);
+    assert_eq!(b.code, Some(0), "{}", b.stderr);
+    assert_eq!(b.action(), "published");
+    let after_b = published(&w);
+    let a = a.finish();
+    assert_eq!(
+        a.code,
+        Some(75),
+        "A must stop on the conflict: {}",
+        a.stderr
+    );
+    assert!(a.stderr.contains("conflict"), "{}", a.stderr);
+    assert_eq!(
+        checkpoint_sha(&w, CKPT).as_deref(),
+        Some(sha256(&b_in).as_str()),
+        "A touched B's checkpoint"
+    );
+    let fenced = !matches!(kind, Kind::S3(Server::Moto));
+    if fenced {
+        assert_eq!(
+            published(&w),
+            after_b,
+            "a late promotion replaced B's publish"
+        );
+        assert!(
+            a.stderr.contains("changed since this run decided"),
+            "{}",
+            a.stderr
+        );
+    } else {
+        assert_eq!(
+            w.get(RAW).unwrap(),
+            clean_output(NAME, &a_in),
+            "moto copies anyway"
+        );
+        let repair = w.run(&input, &[]);
+        assert_eq!(repair.code, Some(0), "{}", repair.stderr);
+        assert_eq!(
+            repair.action(),
+            "published",
+            "the mismatch must be republished"
+        );
+    }
+    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &b_in));
+}
+
+/// A validation worker that panics mid-file fails the run: nothing is published or
+/// checkpointed, and the rerun lands the right bytes.
+fn a_failed_worker_publishes_nothing(kind: Kind) {
+    let w = World::new(kind, "worker-panic");
+    let body = generated(40_000, 33); // ~8 MiB: several batches per worker
+    let input = w.put_input(NAME, &body);
+    let r = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "worker-panic")]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("validation"), "{}", r.stderr);
+    assert!(w.get(RAW).is_none(), "a truncated file was published");
+    assert!(w.get(CKPT).is_none(), "a failed run checkpointed");
+    let again = w.run(&input, &[]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &body));
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+}
+
+/// SIGTERM mid-stream: staging removed, lease released, summary `interrupted`, exit
+/// 143; the next run publishes at once.
+fn sigterm_before_publish_leaves_nothing(kind: Kind) {
+    let mut w = World::new(kind, "sigterm");
+    w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    let body = generated(60_000, 34);
+    let input = w.put_input(NAME, &body);
+    let run = Paused::start(&w, &input, "mid-stream", &[]);
+    run.signal(libc::SIGTERM);
+    let r = run.finish();
+    assert_eq!(r.code, Some(143), "{}", r.stderr);
+    assert_eq!(r.action(), "interrupted");
+    assert_eq!(r.summary.as_ref().unwrap()["signal"], "SIGTERM");
+    assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    assert!(lease_is_free(&w), "the lease is still held");
+    let again = w.run(&input, &[]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(again.action(), "published");
+}
+
+/// A signal after the publish started waits for the checkpoint: the run completes.
+fn signal_during_publish_finishes_the_checkpoint(kind: Kind) {
+    let w = World::new(kind, "sigterm-late");
+    let body = generated(2_000, 35);
+    let input = w.put_input(NAME, &body);
+    let run = Paused::start(&w, &input, "before-promote", &[]);
+    run.signal(libc::SIGTERM);
+    let r = run.finish();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.action(), "published");
+    assert_eq!(published(&w), (clean_output(NAME, &body), sha256(&body)));
+}
+
+/// The quarantine goes after the data, and an earlier publish's quarantine is only
+/// removed once the new checkpoint no longer names it: a crash after the publish
+/// leaves the old checkpoint naming a quarantine that still exists.
+fn a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names(kind: Kind) {
+    let mut w = World::new(kind, "quarantine-order");
+    if w.is_s3() {
+        w.env
+            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    }
+    let quarantine = "quarantine/progress/progress-2026-03-07.jsonl.rejects.jsonl";
+    let with_reject = format!("{}\nnot json\n", event("q1", 1));
+    let input = w.put_input(NAME, with_reject.as_bytes());
+    let first = w.run(&input, &["--max-rejected-lines", "1"]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    assert!(w.get(quarantine).is_some());
+    w.put_input(NAME, format!("{}\n", event("q2", 1)).as_bytes());
+    let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-publish")]);
+    assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
+    let ckpt: serde_json::Value = serde_json::from_slice(&w.get(CKPT).unwrap()).unwrap();
+    assert!(ckpt["quarantine_path"].is_string(), "{ckpt}");
+    assert!(
+        w.get(quarantine).is_some(),
+        "the checkpoint names a quarantine that was deleted"
+    );
+    w.wait_for_lease_expiry(LOCK);
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let ckpt: serde_json::Value = serde_json::from_slice(&w.get(CKPT).unwrap()).unwrap();
+    assert!(ckpt["quarantine_path"].is_null(), "{ckpt}");
+    assert!(
+        w.get(quarantine).is_none(),
+        "a quarantine no checkpoint names is left"
+    );
+}
+
+on_every_backend!(
+    a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names,
+    late_promotion_never_replaces_a_newer_publish,
+    a_failed_worker_publishes_nothing,
+    sigterm_before_publish_leaves_nothing,
+    signal_during_publish_finishes_the_checkpoint,
+);
+
+/// SIGINT exits 130 with the same clean-up.
+#[test]
+fn sigint_exits_130() {
+    let w = World::new(Kind::Local, "sigint");
+    let input = w.put_input(NAME, &generated(30_000, 36));
+    let run = Paused::start(&w, &input, "mid-stream", &[]);
+    run.signal(libc::SIGINT);
+    let r = run.finish();
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert_eq!(r.action(), "interrupted");
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+}
+
+/// While a run of `day.jsonl` has staged its output, a run of an input named `day`
+/// must not sweep that temp file (the sweep matched temp names by prefix).
+#[test]
+fn prefix_named_inputs_do_not_sweep_each_other() {
+    let w = World::new(Kind::Local, "prefix-names");
+    let long = w.put_input("day.jsonl", &generated(5_000, 37));
+    let short = w.put_input("day", &generated(10, 38));
+    let a = Paused::start(&w, &long, "before-promote", &[]);
+    let b = w.run(&short, &[]);
+    assert_eq!(b.code, Some(0), "{}", b.stderr);
+    let a = a.finish();
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert_eq!(a.action(), "published");
+}
+
+/// A same-size forgery of the published file with its mtime set back (`cp -p`,
+/// `rsync -a`) is not taken for the original: the rerun republishes.
+#[test]
+fn forged_published_file_is_republished() {
+    let w = World::new(Kind::Local, "forged");
+    let body = generated(1_000, 39);
+    let input = w.put_input(NAME, &body);
+    assert_eq!(w.run(&input, &[]).code, Some(0));
+    let raw = w.tmp.path().join("lake").join(RAW);
+    let good = std::fs::read(&raw).unwrap();
+    let mtime = std::fs::metadata(&raw).unwrap().modified().unwrap();
+    let forged: Vec<u8> = good
+        .iter()
+        .map(|b| if *b == b'1' { b'2' } else { *b })
+        .collect();
+    assert_ne!(forged, good);
+    let copy = w.tmp.path().join("forged");
+    std::fs::write(&copy, &forged).unwrap();
+    std::fs::rename(&copy, &raw).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&raw)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.action(), "published", "the forgery was skipped");
+    assert_eq!(std::fs::read(&raw).unwrap(), good);
+}
+
+/// A run whose lease was taken over while it worked stops before its next write:
+/// exit 75, nothing published.
+#[test]
+fn a_run_that_lost_its_lease_writes_nothing() {
+    let w = World::new(Kind::Local, "lost-lease");
+    let input = w.put_input(NAME, &generated(3_000, 40));
+    // Renew every second so the loss is noticed while paused.
+    let a = Paused::start(&w, &input, "after-staging", &[("LANDING_LEASE_TTL", "3")]);
+    let other = serde_json::json!({
+        "run_id": "other-run", "host": "elsewhere", "pid": 1, "boot_id": "x",
+        "pid_ns": "y", "acquired_at": "2026-01-01T00:00:00Z", "expires_at": "2999-01-01T00:00:00Z",
+    });
+    w.put(LOCK, other.to_string().as_bytes());
+    let r = a.finish_after_log("lease taken by another run");
+    assert_eq!(r.code, Some(75), "{}", r.stderr);
+    assert!(w.get(RAW).is_none(), "a run without its lease published");
+    assert_eq!(
+        w.get(LOCK).unwrap(),
+        other.to_string().into_bytes(),
+        "the new holder's lease was touched"
+    );
+}
+
+/// On S3 a holder that died on this machine still blocks until its lease expires:
+/// its last request may still be executing on the server.
+#[test]
+fn s3_dead_holder_is_not_taken_over_before_expiry() {
+    let w = World::new(Kind::S3(Server::Seaweed), "dead-holder-s3");
+    let input = w.put_input(NAME, &generated(5_000, 41));
+    let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-staging")]);
+    assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(75), "{}", r.stderr);
+    assert!(r.stderr.contains("busy"), "{}", r.stderr);
+}
+
+/// The lease must outlive any request in flight: a TTL not above the per-attempt
+/// timeout is refused at startup on S3 lakes.
+#[test]
+fn lease_ttl_must_exceed_the_attempt_timeout() {
+    let w = World::new(Kind::S3(Server::Seaweed), "ttl-check");
+    let input = w.put_input(NAME, &generated(10, 42));
+    let r = w.run(
+        &input,
+        &["--lease-ttl", "60", "--s3-attempt-timeout", "120"],
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--lease-ttl"), "{}", r.stderr);
+    assert!(w.get(LOCK).is_none(), "nothing is touched before the check");
+}
+
+/// `--s3-conditional-copy on` refuses to start (exit 2) where copies cannot be fenced,
+/// and runs where they can.
+#[test]
+fn conditional_copy_on_needs_a_fencing_store() {
+    let moto = World::new(Kind::S3(Server::Moto), "cc-on-moto");
+    let input = moto.put_input(NAME, &generated(10, 43));
+    let r = moto.run(&input, &["--s3-conditional-copy", "on"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("cannot be fenced"), "{}", r.stderr);
+    assert!(moto.get(RAW).is_none());
+    let weed = World::new(Kind::S3(Server::Seaweed), "cc-on-weed");
+    let input = weed.put_input(NAME, &generated(10, 43));
+    let r = weed.run(&input, &["--s3-conditional-copy", "on"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+impl Paused {
+    /// Wait until the run logged `needle` (it is still paused), then let it go on.
+    fn finish_after_log(self, needle: &str) -> Run {
+        self.wait_for_line(needle);
+        self.finish()
+    }
+}

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::store::{Condition, ObjectMeta, Store, Version};
 
-/// The checkpoint record (DESIGN.md section 3).
+/// The checkpoint record (docs/CONTRACT.md section 4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub product: String,

@@ -642,6 +642,92 @@ mod tests {
         assert!(validate_product("orders").is_err());
     }
 
+    /// Every S3 setting of `landing drill` reaches its child runs (the drill rebuilds
+    /// their command lines, which once silently dropped the checksum modes).
+    #[test]
+    fn drill_forwards_every_s3_setting_to_its_children() {
+        use clap::Parser;
+        let drill = crate::cli::Cli::try_parse_from([
+            "landing",
+            "drill",
+            "--lake",
+            "s3://b/p",
+            "--s3-force-path-style",
+            "--s3-part-size-mib",
+            "7",
+            "--s3-upload-concurrency",
+            "3",
+            "--s3-copy-threshold",
+            "12345",
+            "--s3-max-attempts",
+            "4",
+            "--s3-operation-timeout",
+            "99",
+            "--s3-attempt-timeout",
+            "2",
+            "--s3-read-timeout",
+            "17",
+            "--s3-conditional-copy",
+            "off",
+            "--s3-request-checksum",
+            "when_required",
+            "--s3-response-checksum",
+            "when_required",
+        ])
+        .unwrap();
+        let crate::cli::Command::Drill(args) = drill.command else {
+            panic!("not a drill")
+        };
+        let d = DrillConfig::from_args(&args).unwrap();
+        let mut child = vec![
+            "landing",
+            "run",
+            "--input",
+            "/in/a.jsonl",
+            "--lake",
+            "s3://b/p",
+        ];
+        child.extend(d.child_args.iter().map(String::as_str));
+        let run = crate::cli::Cli::try_parse_from(child).unwrap();
+        let crate::cli::Command::Run(run) = run.command else {
+            panic!("not a run")
+        };
+        let c = Config::for_run(&run).unwrap().s3;
+        let p = &d.s3;
+        assert_eq!(
+            (
+                c.force_path_style,
+                c.part_size,
+                c.upload_concurrency,
+                c.copy_threshold
+            ),
+            (
+                p.force_path_style,
+                p.part_size,
+                p.upload_concurrency,
+                p.copy_threshold
+            )
+        );
+        assert_eq!(
+            (
+                c.max_attempts,
+                c.operation_timeout,
+                c.attempt_timeout,
+                c.read_timeout
+            ),
+            (
+                p.max_attempts,
+                p.operation_timeout,
+                p.attempt_timeout,
+                p.read_timeout
+            )
+        );
+        assert_eq!(
+            (c.conditional_copy, c.request_checksum, c.response_checksum),
+            (p.conditional_copy, p.request_checksum, p.response_checksum)
+        );
+    }
+
     #[test]
     fn crash_points_round_trip() {
         for s in [

@@ -84,7 +84,7 @@ impl Error {
         }
     }
 
-    /// Process exit code for this error (DESIGN.md section 4).
+    /// Process exit code for this error (docs/CONTRACT.md section 5).
     pub fn exit_code(&self) -> i32 {
         match self.root() {
             // Busy, a lost lease or a conflicting writer: nothing of ours changed what

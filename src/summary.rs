@@ -1,4 +1,4 @@
-//! The one JSON line a run prints on stdout (DESIGN.md section 4). It carries
+//! The one JSON line a run prints on stdout (docs/CONTRACT.md section 5). It carries
 //! identifiers, counts, paths and reasons, never an event's content.
 
 use serde::Serialize;

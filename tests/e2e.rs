@@ -389,3 +389,30 @@ fn relative_lake_spellings_name_one_lake() {
         .unwrap()
         .starts_with('/'));
 }
+
+/// Logs spell the outcome as stdout does (`action=published`), and a run without a
+/// refusal logs no `reason` field at all; a refusal logs its reason.
+#[test]
+fn logs_spell_actions_as_stdout_does() {
+    let w = World::new(Kind::Local, "log-spelling");
+    let input = w.put_input(DAY, &sample());
+    let r = w.run(&input, &["--max-rejected-lines", "1"]);
+    assert_ok(&r, "published");
+    let finished = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("run finished"))
+        .expect("a run finished line");
+    assert!(finished.contains("action=published"), "{finished}");
+    assert!(!finished.contains("reason"), "{finished}");
+    let bad = w.put_input("bad.jsonl", format!("{}\n", r#"{"email":"x"}"#).as_bytes());
+    let refused = w.run(&bad, &[]);
+    assert_eq!(refused.code, Some(65), "{}", refused.stderr);
+    let finished = refused
+        .stderr
+        .lines()
+        .find(|l| l.contains("run finished"))
+        .expect("a run finished line");
+    assert!(finished.contains("action=refused"), "{finished}");
+    assert!(finished.contains("reason=prohibited_field"), "{finished}");
+}

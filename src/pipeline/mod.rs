@@ -39,7 +39,7 @@ use crate::store::{
 };
 use crate::summary::{Action, Refusal, Signal, Summary};
 
-/// Where one input's objects live in the lake (DESIGN.md section 3).
+/// Where one input's objects live in the lake (docs/CONTRACT.md section 4).
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub raw: String,
@@ -745,17 +745,32 @@ fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary 
 }
 
 fn log_outcome(s: &Summary) {
-    let reason = s.reason.as_ref().map(|r| r.to_string());
-    info!(
-        input_sha256 = %s.input_sha256,
-        action = %serde_json::to_value(s.action).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
-        accepted_rows = s.accepted_rows,
-        rejected_rows = s.rejected_rows,
-        duplicate_rows = s.duplicate_rows,
-        checkpoint_moved = s.checkpoint_moved,
-        reason = reason.as_deref().unwrap_or(""),
-        "run finished"
-    );
+    // Spelled as on stdout (`published`), and no `reason` field without a refusal.
+    let action = serde_json::to_value(s.action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    match &s.reason {
+        Some(reason) => info!(
+            input_sha256 = %s.input_sha256,
+            action = %action,
+            accepted_rows = s.accepted_rows,
+            rejected_rows = s.rejected_rows,
+            duplicate_rows = s.duplicate_rows,
+            checkpoint_moved = s.checkpoint_moved,
+            reason = %reason,
+            "run finished"
+        ),
+        None => info!(
+            input_sha256 = %s.input_sha256,
+            action = %action,
+            accepted_rows = s.accepted_rows,
+            rejected_rows = s.rejected_rows,
+            duplicate_rows = s.duplicate_rows,
+            checkpoint_moved = s.checkpoint_moved,
+            "run finished"
+        ),
+    }
 }
 
 /// `landing check`: the same validation, nothing written anywhere.

@@ -368,7 +368,11 @@ fn lease_ttl_must_exceed_the_attempt_timeout() {
         &["--lease-ttl", "60", "--s3-attempt-timeout", "120"],
     );
     assert_eq!(r.code, Some(2), "{}", r.stderr);
-    assert!(r.stderr.contains("--lease-ttl"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--lease-ttl (60 s) must exceed --s3-attempt-timeout (120 s)"),
+        "{}",
+        r.stderr
+    );
     assert!(w.get(LOCK).is_none(), "nothing is touched before the check");
 }
 

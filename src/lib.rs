@@ -8,7 +8,8 @@
 //! - [`config`]: the only reader of the environment; builds the [`config::Config`]
 //!   every other function takes.
 //! - [`lease`]: one run per (product, input) at a time; exclusive create on a local
-//!   disk, `If-None-Match: *` on S3, with an expiry.
+//!   disk, `If-None-Match: *` on S3, with an expiry, a monotonic deadline checked
+//!   before every write, and a conditional release.
 //! - [`checkpoint`]: the record of the last success, read at start, written last
 //!   with compare-and-swap.
 //! - [`contract`]: pure line framing and validation of the progress-event contract.
@@ -17,7 +18,8 @@
 //!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
 //!   pass over the input frames lines, checks them on both cores and decides in
 //!   input order (`pipeline/scan.rs`, `pipeline/validator.rs`).
-//! - [`store`]: the narrow storage trait and its `local` and `s3` backends.
+//! - [`store`]: the narrow storage trait and its `local` and `s3` backends; promotion
+//!   is fenced on what the run saw when it decided (probed per store on S3).
 //! - [`summary`]: the one-line JSON summary printed on stdout.
 //! - [`progress`]: progress bar on a terminal, periodic log lines otherwise.
 //! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.

@@ -36,6 +36,11 @@ impl<'a> Line<'a> {
 
 /// Splits a stream into physical lines. Fed arbitrary chunks (a line may span
 /// many chunks). Holds at most `max_line_bytes + 1` bytes of a partial line.
+///
+/// The only framer: the pipeline feeds it read chunks and packs the lines of each
+/// into a batch for the validation workers (`Batch::frame` in
+/// `pipeline/validator.rs`); [`lines_seen`](Self::lines_seen) is that batch's
+/// `through_line`.
 pub struct LineFramer {
     max_line_bytes: usize,
     /// Start of a line that spans chunks (<= max_line_bytes + 1 bytes, the +1
@@ -121,7 +126,8 @@ impl LineFramer {
     }
 
     /// Capacity of the carry buffer: proof that a long line is not held whole.
-    pub fn buffered_capacity(&self) -> usize {
+    #[cfg(test)]
+    fn buffered_capacity(&self) -> usize {
         self.carry.capacity()
     }
 

@@ -3,7 +3,6 @@
 //! dropped, blank lines are skipped but counted, and a line longer than the
 //! maximum is reported as too long without being buffered.
 
-use super::scan::bytes_equal;
 use super::{validate, Reason, Verdict};
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
@@ -196,25 +195,10 @@ fn emit<E>(
     sink(Line::Content { number, bytes })
 }
 
-/// Position of the first `\n`, scanning a word at a time (the crate has no
-/// direct `memchr` dependency).
+/// Position of the first `\n`. Every input byte passes here: `memchr` searches
+/// with SIMD where the CPU has it.
 fn find_newline(hay: &[u8]) -> Option<usize> {
-    let mut words = hay.chunks_exact(8);
-    let mut offset = 0;
-    for word in &mut words {
-        // chunks_exact(8) yields exactly 8 bytes, so the conversion cannot fail.
-        let w = u64::from_le_bytes(word.try_into().expect("8-byte chunk"));
-        let nl = bytes_equal(w, b'\n');
-        if nl != 0 {
-            return Some(offset + (nl.trailing_zeros() / 8) as usize);
-        }
-        offset += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|i| offset + i)
+    memchr::memchr(b'\n', hay)
 }
 
 #[cfg(test)]

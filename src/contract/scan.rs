@@ -23,7 +23,7 @@ fn word_at(b: &[u8], i: usize) -> Option<u64> {
 
 /// High bit set in each byte of `w` equal to `byte`. Bytes above a true match
 /// may be falsely flagged (borrow), so only the lowest flag is meaningful.
-pub(super) fn bytes_equal(w: u64, byte: u8) -> u64 {
+fn bytes_equal(w: u64, byte: u8) -> u64 {
     let x = w ^ (LO * u64::from(byte));
     x.wrapping_sub(LO) & !x & HI
 }

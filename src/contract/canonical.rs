@@ -37,23 +37,9 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// Appends the decimal form of `n` without going through `fmt`.
+/// Appends the decimal form of `n`, as serde_json writes it (both use `itoa`).
 fn write_i64(out: &mut Vec<u8>, n: i64) {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut v = n.unsigned_abs();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&buf[at..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 impl Event<'_> {

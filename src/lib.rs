@@ -12,12 +12,17 @@
 //!   before every write, and a conditional release.
 //! - [`checkpoint`]: the record of the last success, read at start, written last
 //!   with compare-and-swap.
-//! - [`contract`]: pure line framing and validation of the progress-event contract.
+//! - [`contract`]: the progress-event contract, pure code, one file per set of
+//!   rules: `frame.rs` (what a line is: the one [`contract::LineFramer`]),
+//!   `object.rs` (one line's keys and fields), `scan.rs` (the fast path for flat
+//!   lines), `time.rs` (RFC 3339 event time), `canonical.rs` (the published form);
+//!   `mod.rs` holds [`contract::validate`] and the public types.
 //! - [`identity`]: digests of canonical events and the fixed-size dedup index.
 //! - [`pipeline`]: the run as named stages (lease, checkpoint, sweep, hash, stream,
 //!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
-//!   pass over the input frames lines, checks them on both cores and decides in
-//!   input order (`pipeline/scan.rs`, `pipeline/validator.rs`).
+//!   pass over the input frames lines (the contract's framer, packed into batches),
+//!   checks them on both cores and decides in input order (`pipeline/scan.rs`,
+//!   `pipeline/validator.rs`).
 //! - [`store`]: the narrow storage trait and its `local` and `s3` backends; promotion
 //!   is fenced on what the run saw when it decided (probed per store on S3).
 //! - [`summary`]: the one-line JSON summary printed on stdout.

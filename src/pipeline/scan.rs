@@ -19,7 +19,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::random_u64;
-use super::validator::{check_batch, Batch, Checked, Framer, Sequencer};
+use super::validator::{check_batch, Batch, Checked, Sequencer};
+use crate::contract::LineFramer;
 use crate::error::{Error, Result};
 use crate::identity::hex;
 use crate::progress::Progress;
@@ -73,7 +74,8 @@ pub(super) async fn scan(
                 .unzip();
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
-            (Some(Framer::new(max_line_bytes)), txs, Some((seq, workers)))
+            let framer = LineFramer::new(max_line_bytes);
+            (Some(framer), txs, Some((seq, workers)))
         }
         None => (None, Vec::new(), None),
     };
@@ -101,7 +103,7 @@ pub(super) async fn scan(
                 batch_txs.clear();
                 continue;
             }
-            let batch = f.push(chunk);
+            let batch = Batch::frame(f, chunk);
             if batch_txs[next % WORKERS].send(batch).await.is_err() {
                 // A worker is gone; unless the sequencer stopped, that is a failure
                 // (reported below, after every thread is joined).
@@ -114,7 +116,7 @@ pub(super) async fn scan(
     }
     let mut dealt = None;
     if let Some(mut f) = framer {
-        let last = f.finish();
+        let last = Batch::finish(&mut f);
         if batch_txs[next % WORKERS].send(last).await.is_err() {
             lost_worker = !stop.load(Ordering::Relaxed);
         }

@@ -1,9 +1,9 @@
 //! The validation stage, in three steps so both cores can share it while the
 //! result stays exactly that of a sequential pass:
 //!
-//! 1. **frame** (sequential, cheap): [`Framer`] splits the stream into physical lines
-//!    and packs each read chunk's lines into a [`Batch`] (offsets into the shared
-//!    chunk; only lines spanning chunks are copied).
+//! 1. **frame** (sequential, cheap): the contract's [`LineFramer`] splits the stream
+//!    into physical lines and [`Batch::frame`] packs each read chunk's lines into a
+//!    [`Batch`] (offsets into the shared chunk; only lines spanning chunks are copied).
 //! 2. **check** (parallel, the bulk of the work): [`check_batch`] validates each line,
 //!    writes the canonical form and computes the event's digests. Pure.
 //! 3. **sequence** (sequential, in input order): [`Sequencer`] consults the dedup
@@ -51,25 +51,8 @@ pub struct Batch {
 }
 
 impl Batch {
-    fn bytes(&self, src: Src) -> &[u8] {
-        match src {
-            Src::Chunk(a, b) => &self.chunk[a..b],
-            Src::Side(a, b) => &self.side[a..b],
-            Src::TooLong => &[],
-        }
-    }
-}
-
-/// Step 1: physical lines, packed per read chunk.
-pub struct Framer(LineFramer);
-
-impl Framer {
-    pub fn new(max_line_bytes: usize) -> Self {
-        Framer(LineFramer::new(max_line_bytes))
-    }
-
-    /// Frame the lines completed by `chunk`.
-    pub fn push(&mut self, chunk: Bytes) -> Batch {
+    /// Step 1: frame the lines completed by `chunk`, packed per read chunk.
+    pub fn frame(framer: &mut LineFramer, chunk: Bytes) -> Batch {
         let mut batch = Batch {
             chunk: chunk.clone(),
             side: Vec::new(),
@@ -78,32 +61,25 @@ impl Framer {
         };
         let base = chunk.as_ptr() as usize;
         let end = base + chunk.len();
-        let _ = self.0.push(&chunk, |line| {
+        let _ = framer.push(&chunk, |line| {
             batch.add(line, base, end);
             Ok::<(), std::convert::Infallible>(())
         });
-        batch.through_line = self.0.lines_seen();
+        batch.through_line = framer.lines_seen();
         batch
-    }
-
-    /// Physical lines framed so far.
-    pub fn lines_seen(&self) -> u64 {
-        self.0.lines_seen()
     }
 
     /// End of input: the last line may lack its newline.
-    pub fn finish(&mut self) -> Batch {
+    pub fn finish(framer: &mut LineFramer) -> Batch {
         let mut batch = Batch::default();
-        let _ = self.0.finish(|line| {
+        let _ = framer.finish(|line| {
             batch.add(line, 0, 0);
             Ok::<(), std::convert::Infallible>(())
         });
-        batch.through_line = self.0.lines_seen();
+        batch.through_line = framer.lines_seen();
         batch
     }
-}
 
-impl Batch {
     /// Record a line: by offset when it lies in the chunk, else by copy.
     fn add(&mut self, line: Line<'_>, base: usize, end: usize) {
         match line {
@@ -119,6 +95,14 @@ impl Batch {
                 };
                 self.lines.push((number, src));
             }
+        }
+    }
+
+    fn bytes(&self, src: Src) -> &[u8] {
+        match src {
+            Src::Chunk(a, b) => &self.chunk[a..b],
+            Src::Side(a, b) => &self.side[a..b],
+            Src::TooLong => &[],
         }
     }
 }
@@ -328,7 +312,7 @@ fn reject(
 
 /// All three steps on the caller's thread.
 pub struct Validator {
-    framer: Framer,
+    framer: LineFramer,
     seq: Sequencer,
     seed: u64,
 }
@@ -336,19 +320,19 @@ pub struct Validator {
 impl Validator {
     pub fn new(max_line_bytes: usize, cap: u64, input_size: u64, seed: u64) -> Self {
         Validator {
-            framer: Framer::new(max_line_bytes),
+            framer: LineFramer::new(max_line_bytes),
             seq: Sequencer::new(cap, input_size, seed),
             seed,
         }
     }
 
     pub fn feed(&mut self, chunk: &[u8]) {
-        let batch = self.framer.push(Bytes::copy_from_slice(chunk));
+        let batch = Batch::frame(&mut self.framer, Bytes::copy_from_slice(chunk));
         self.seq.apply(&check_batch(&batch, self.seed));
     }
 
     pub fn finish(&mut self) {
-        let batch = self.framer.finish();
+        let batch = Batch::finish(&mut self.framer);
         self.seq.apply(&check_batch(&batch, self.seed));
     }
 

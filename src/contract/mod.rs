@@ -1,0 +1,346 @@
+//! The progress-event contract (DESIGN.md section 2): what a line is, which lines
+//! are accepted, and the canonical (= published) form of an accepted event.
+//!
+//! Pure code: no I/O, no logging, no global state. Nothing here ever prints, logs
+//! or embeds line content or a field value: a verdict carries a reason *code*, or
+//! the *name* of a prohibited field, never data.
+//!
+//! Where each rule lives:
+//!
+//! - this file: the public surface: [`validate`], [`Verdict`], [`Event`],
+//!   [`Reason`] (the quarantine reason codes), [`EventType`] and the field lists;
+//! - `frame.rs`: what a line is: [`LineFramer`] splits a stream into numbered
+//!   physical lines (BOM, `\r\n`, blank lines, `line_too_long`);
+//! - `object.rs`: the rules for one line's object: keys (prohibited, duplicate,
+//!   unknown, compared after unescaping), then each field's type and value;
+//! - `scan.rs`: the fast scanner for flat objects without escapes, which nearly
+//!   every line is; anything else goes to serde_json (in `object.rs`);
+//! - `time.rs`: RFC 3339 event time, normalized to UTC ([`UtcTime`]);
+//! - `canonical.rs`: the canonical form, written by [`Event::write_canonical`].
+//!
+//! Hot path (tens of millions of lines a day): lines inside a chunk are handed out
+//! as slices of that chunk; a flat object without escapes (nearly every line) is
+//! read by a small borrowed scanner, anything else by serde_json (`&RawValue`,
+//! `Cow`), and a differential test holds the two equal. An accepted event only
+//! allocates when an identifier contains a JSON escape.
+
+use std::borrow::Cow;
+use std::fmt;
+
+mod canonical;
+mod frame;
+mod object;
+mod scan;
+mod time;
+
+pub use self::frame::{Line, LineFramer};
+pub use self::time::{parse_event_time, UtcTime};
+
+/// Top-level keys that refuse the whole file (privacy breach).
+pub const PROHIBITED_FIELDS: [&str; 3] = ["email", "name", "payment_token"];
+
+/// The seven contract fields, in canonical (sorted) key order.
+pub const CONTRACT_FIELDS: [&str; 7] = [
+    "attempt_number",
+    "checkpoint",
+    "event_id",
+    "event_time",
+    "event_type",
+    "learner_id",
+    "lesson_id",
+];
+
+/// Why a line was quarantined. `code()` returns a stable snake_case reason code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    LineTooLong,
+    InvalidUtf8,
+    InvalidJson,
+    NotAnObject,
+    DuplicateKey,
+    UnknownField,
+    MissingEventId,
+    MissingLearnerId,
+    MissingLessonId,
+    MissingEventType,
+    MissingAttemptNumber,
+    MissingEventTime,
+    InvalidEventId,
+    InvalidLearnerId,
+    InvalidLessonId,
+    InvalidEventType,
+    InvalidAttemptNumber,
+    InvalidEventTime,
+    InvalidCheckpoint,
+}
+
+impl Reason {
+    /// Every reason, in the order the rules are checked.
+    pub const ALL: &'static [Reason] = &[
+        Reason::LineTooLong,
+        Reason::InvalidUtf8,
+        Reason::InvalidJson,
+        Reason::NotAnObject,
+        Reason::DuplicateKey,
+        Reason::UnknownField,
+        Reason::MissingEventId,
+        Reason::MissingLearnerId,
+        Reason::MissingLessonId,
+        Reason::MissingEventType,
+        Reason::MissingAttemptNumber,
+        Reason::MissingEventTime,
+        Reason::InvalidEventId,
+        Reason::InvalidLearnerId,
+        Reason::InvalidLessonId,
+        Reason::InvalidEventType,
+        Reason::InvalidAttemptNumber,
+        Reason::InvalidEventTime,
+        Reason::InvalidCheckpoint,
+    ];
+
+    /// Stable snake_case code, as written to the quarantine file.
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::LineTooLong => "line_too_long",
+            Reason::InvalidUtf8 => "invalid_utf8",
+            Reason::InvalidJson => "invalid_json",
+            Reason::NotAnObject => "not_an_object",
+            Reason::DuplicateKey => "duplicate_key",
+            Reason::UnknownField => "unknown_field",
+            Reason::MissingEventId => "missing_event_id",
+            Reason::MissingLearnerId => "missing_learner_id",
+            Reason::MissingLessonId => "missing_lesson_id",
+            Reason::MissingEventType => "missing_event_type",
+            Reason::MissingAttemptNumber => "missing_attempt_number",
+            Reason::MissingEventTime => "missing_event_time",
+            Reason::InvalidEventId => "invalid_event_id",
+            Reason::InvalidLearnerId => "invalid_learner_id",
+            Reason::InvalidLessonId => "invalid_lesson_id",
+            Reason::InvalidEventType => "invalid_event_type",
+            Reason::InvalidAttemptNumber => "invalid_attempt_number",
+            Reason::InvalidEventTime => "invalid_event_time",
+            Reason::InvalidCheckpoint => "invalid_checkpoint",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// The two event types the contract allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Checkpoint,
+    Completed,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Checkpoint => "checkpoint",
+            EventType::Completed => "completed",
+        }
+    }
+}
+
+/// An accepted, normalized event. Identifiers borrow from the line unless they
+/// contained a JSON escape. `Debug` is redacted: an event must not reach a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Event<'a> {
+    pub event_id: Cow<'a, str>,
+    pub learner_id: Cow<'a, str>,
+    pub lesson_id: Cow<'a, str>,
+    pub event_type: EventType,
+    pub attempt_number: i32,
+    pub event_time: UtcTime,
+    pub checkpoint: Option<i64>,
+}
+
+impl fmt::Debug for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event").finish_non_exhaustive()
+    }
+}
+
+/// The outcome for one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    Accept(Event<'a>),
+    Quarantine(Reason),
+    /// A prohibited top-level key was present on a line that parses as a JSON
+    /// object. Refuses the whole file.
+    Prohibited(&'static str), // the field NAME from PROHIBITED_FIELDS (never its value)
+}
+
+/// Validates one physical line (without `\n` and trailing `\r`; never blank).
+///
+/// Order: UTF-8, JSON syntax, object, prohibited key, duplicate key, unknown key,
+/// missing fields, then field types/values in contract-table order.
+pub fn validate(line: &[u8]) -> Verdict<'_> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Verdict::Quarantine(Reason::InvalidUtf8);
+    };
+    object::verdict_for(parse_object(text))
+}
+
+/// Parses the whole line; any JSON error anywhere means `invalid_json`, even if a
+/// prohibited key was already seen (the rule applies to lines that parse).
+fn parse_object(text: &str) -> Result<object::RawObject<'_>, Reason> {
+    match scan::scan_flat_object(text) {
+        Some(obj) => Ok(obj),
+        None => object::parse_object_serde(text),
+    }
+}
+
+/// Tests of the public surface, and the helpers the tests of every file share.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    pub(super) const GOOD: &str = r#"{"event_id":"evt_1001","learner_id":"lrn_1042","lesson_id":"les_07","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T14:02:11+00:00"}"#;
+
+    pub(super) fn accept(line: &str) -> Event<'_> {
+        match validate(line.as_bytes()) {
+            Verdict::Accept(e) => e,
+            other => panic!("expected accept for {line}, got {other:?}"),
+        }
+    }
+
+    pub(super) fn reason(line: &str) -> Reason {
+        match validate(line.as_bytes()) {
+            Verdict::Quarantine(r) => r,
+            other => panic!("expected quarantine for {line}, got {other:?}"),
+        }
+    }
+
+    /// GOOD with one field replaced by raw JSON text (or removed with `None`).
+    pub(super) fn with(field: &str, value: Option<&str>) -> String {
+        let mut pairs: Vec<(String, String)> = vec![
+            ("event_id".into(), r#""evt_1001""#.into()),
+            ("learner_id".into(), r#""lrn_1042""#.into()),
+            ("lesson_id".into(), r#""les_07""#.into()),
+            ("event_type".into(), r#""completed""#.into()),
+            ("attempt_number".into(), "1".into()),
+            ("event_time".into(), r#""2026-03-02T14:02:11+00:00""#.into()),
+        ];
+        match pairs.iter_mut().find(|(k, _)| k == field) {
+            Some(pair) => match value {
+                Some(v) => pair.1 = v.into(),
+                None => pairs.retain(|(k, _)| k != field),
+            },
+            None => {
+                if let Some(v) = value {
+                    pairs.push((field.into(), v.into()));
+                }
+            }
+        }
+        let body: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", body.join(","))
+    }
+
+    // ----- reasons ---------------------------------------------------------
+
+    #[test]
+    fn reason_codes_are_exact_distinct_and_complete() {
+        let expected = [
+            "line_too_long",
+            "invalid_utf8",
+            "invalid_json",
+            "not_an_object",
+            "duplicate_key",
+            "unknown_field",
+            "missing_event_id",
+            "missing_learner_id",
+            "missing_lesson_id",
+            "missing_event_type",
+            "missing_attempt_number",
+            "missing_event_time",
+            "invalid_event_id",
+            "invalid_learner_id",
+            "invalid_lesson_id",
+            "invalid_event_type",
+            "invalid_attempt_number",
+            "invalid_event_time",
+            "invalid_checkpoint",
+        ];
+        let codes: Vec<&str> = Reason::ALL.iter().map(|r| r.code()).collect();
+        assert_eq!(codes, expected);
+        assert_eq!(Reason::ALL.iter().collect::<HashSet<_>>().len(), 19);
+        assert_eq!(Reason::InvalidJson.to_string(), "invalid_json");
+    }
+
+    #[test]
+    fn every_reason_code_is_produced() {
+        let mut seen = HashSet::new();
+        let lines: Vec<Vec<u8>> = vec![
+            vec![b'{', 0xFF, b'}'],
+            b"{".to_vec(),
+            b"[1]".to_vec(),
+            with("event_id", Some("1"))
+                .replace('}', r#","event_id":"x"}"#)
+                .into_bytes(),
+            with("colour", Some("1")).into_bytes(),
+            with("event_id", None).into_bytes(),
+            with("learner_id", None).into_bytes(),
+            with("lesson_id", None).into_bytes(),
+            with("event_type", None).into_bytes(),
+            with("attempt_number", None).into_bytes(),
+            with("event_time", None).into_bytes(),
+            with("event_id", Some("1")).into_bytes(),
+            with("learner_id", Some("1")).into_bytes(),
+            with("lesson_id", Some("1")).into_bytes(),
+            with("event_type", Some(r#""started""#)).into_bytes(),
+            with("attempt_number", Some("0")).into_bytes(),
+            with("event_time", Some(r#""2026-03-02T14:02:11""#)).into_bytes(),
+            with("checkpoint", Some("true")).into_bytes(),
+        ];
+        for line in &lines {
+            if let Verdict::Quarantine(r) = validate(line) {
+                seen.insert(r);
+            }
+        }
+        // line_too_long comes from the framer.
+        let mut framer = LineFramer::new(4);
+        framer
+            .push(b"0123456789\n", |line| {
+                if let Verdict::Quarantine(r) = line.verdict() {
+                    seen.insert(r);
+                }
+                Ok::<(), ()>(())
+            })
+            .expect("sink never fails");
+        for r in Reason::ALL {
+            assert!(seen.contains(r), "{} never produced", r.code());
+        }
+    }
+
+    // ----- validate ------------------------------------------------------
+
+    #[test]
+    fn event_debug_never_shows_values() {
+        let shown = format!("{:?}", validate(GOOD.as_bytes()));
+        assert!(shown.contains("Accept"));
+        for value in ["evt_1001", "lrn_1042", "les_07", "completed", "2026"] {
+            assert!(!shown.contains(value), "{shown}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_checked_before_anything() {
+        assert_eq!(validate(&[0xFF]), Verdict::Quarantine(Reason::InvalidUtf8));
+        // Even an otherwise prohibited line: it does not parse.
+        let mut line = br#"{"email":"x","event_id":""#.to_vec();
+        line.extend_from_slice(&[0xC3, 0x28]);
+        line.extend_from_slice(b"\"}");
+        assert_eq!(validate(&line), Verdict::Quarantine(Reason::InvalidUtf8));
+        // Overlong / surrogate encodings are invalid UTF-8 too.
+        assert_eq!(
+            validate(b"\"\xED\xA0\x80\""),
+            Verdict::Quarantine(Reason::InvalidUtf8)
+        );
+    }
+}

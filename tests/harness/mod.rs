@@ -217,6 +217,40 @@ impl World {
         }
     }
 
+    /// When the lake object `key` was last written and what it is, for failure
+    /// messages: S3 `LastModified`, ETag and size (HeadObject), or a local file's
+    /// mtime and size; `None` if it is absent.
+    pub fn last_modified(&self, key: &str) -> Option<String> {
+        use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
+        let fmt = |t: &DateTime| {
+            t.fmt(DateTimeFormat::DateTime)
+                .unwrap_or_else(|_| format!("{t:?}"))
+        };
+        match &self.s3 {
+            None => {
+                let md = std::fs::metadata(self.lake_dir().join(key)).ok()?;
+                let mtime = DateTime::from(md.modified().ok()?);
+                Some(format!("mtime {} size {}", fmt(&mtime), md.len()))
+            }
+            Some(s) => s.rt.block_on(async {
+                let h = s
+                    .client
+                    .head_object()
+                    .bucket(&s.bucket)
+                    .key(format!("{LAKE_PREFIX}/{key}"))
+                    .send()
+                    .await
+                    .ok()?;
+                Some(format!(
+                    "LastModified {} ETag {} size {}",
+                    h.last_modified().map_or_else(|| "?".to_owned(), fmt),
+                    h.e_tag().unwrap_or("?"),
+                    h.content_length().unwrap_or(-1)
+                ))
+            }),
+        }
+    }
+
     pub fn put(&self, key: &str, bytes: &[u8]) {
         match &self.s3 {
             None => {

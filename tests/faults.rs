@@ -976,31 +976,31 @@ fault_tests! {
     upload_part_slowdown_once: [seaweed, moto, localstack];
     upload_part_500_always: [seaweed, moto, localstack];
     upload_part_reset_once: [seaweed, moto, localstack];
-    upload_part_answer_lost_once: [seaweed];
-    create_upload_500_always: [seaweed];
+    upload_part_answer_lost_once: [seaweed, localstack];
+    create_upload_500_always: [seaweed, localstack];
     input_get_slowdown_once: [seaweed, moto, localstack];
-    read_checkpoint_500_always: [seaweed];
-    sweep_list_500_always: [seaweed];
-    cleanup_delete_500_always: [seaweed];
+    read_checkpoint_500_always: [seaweed, localstack];
+    sweep_list_500_always: [seaweed, localstack];
+    cleanup_delete_500_always: [seaweed, localstack];
     input_cut_short_while_streaming: [seaweed, moto, localstack];
-    input_cut_short_while_hashing: [seaweed];
+    input_cut_short_while_hashing: [seaweed, localstack];
     input_stalls_while_streaming: [seaweed, moto, localstack];
     complete_error_in_200_once: [seaweed, moto, localstack];
-    complete_error_in_200_always: [seaweed];
+    complete_error_in_200_always: [seaweed, localstack];
     complete_answer_lost_once: [seaweed, moto, localstack];
     copy_error_in_200_always: [seaweed, moto, localstack];
     copy_error_in_200_once: [seaweed, moto, localstack];
-    copy_done_but_error_in_200: [seaweed];
-    copy_done_but_error_in_200_always: [seaweed];
-    copy_answer_lost_once: [seaweed];
-    copy_answer_stalls: [seaweed];
-    verify_head_503_always: [seaweed];
+    copy_done_but_error_in_200: [seaweed, localstack];
+    copy_done_but_error_in_200_always: [seaweed, localstack];
+    copy_answer_lost_once: [seaweed, localstack];
+    copy_answer_stalls: [seaweed, localstack];
+    verify_head_503_always: [seaweed, localstack];
     checkpoint_put_503_always: [seaweed, moto, localstack];
-    checkpoint_put_slowdown_once: [seaweed];
+    checkpoint_put_slowdown_once: [seaweed, localstack];
     checkpoint_put_answer_lost_once: [seaweed, moto, localstack];
-    lease_put_503_always: [seaweed];
+    lease_put_503_always: [seaweed, localstack];
     lease_create_answer_lost_once: [seaweed, moto, localstack];
-    lease_renewal_answer_lost_once: [seaweed];
+    lease_renewal_answer_lost_once: [seaweed, localstack];
 }
 
 // ------------------------------------------------------------------ the proxy itself

@@ -198,8 +198,9 @@ fn kill_anywhere_trials(kind: Kind, trials: u64, loaded: bool) {
     let took = started.elapsed();
     eprintln!(
         "{label}: {trials} trials, {kills} killed mid-run, {} failures ({late_copies} late \
-         copies), seed {seed}, {took:.1?}",
-        failures.len()
+         copies), seed {seed}, clean run {:.1?}, {took:.1?} in all",
+        failures.len(),
+        Duration::from_micros(span)
     );
     assert!(
         failures.is_empty(),

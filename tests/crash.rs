@@ -108,12 +108,7 @@ macro_rules! crash_tests {
             $(
                 #[test]
                 fn $backend() {
-                    let kind = match stringify!($backend) {
-                        "local" => Kind::Local,
-                        "seaweed" => Kind::S3(Server::Seaweed),
-                        _ => Kind::S3(Server::Moto),
-                    };
-                    crash_then_rerun(kind, $point, $expect)
+                    crash_then_rerun($crate::backend!($backend), $point, $expect)
                 }
             )*
         }
@@ -121,9 +116,9 @@ macro_rules! crash_tests {
 }
 
 crash_tests! {
-    mid_stream: "mid-stream" => Expect::Old, [local, seaweed, moto];
-    after_part: "after-part:1" => Expect::Old, [seaweed, moto];
-    after_staging: "after-staging" => Expect::Old, [local, seaweed, moto];
-    after_publish: "after-publish" => Expect::NewUnmarked, [local, seaweed, moto];
-    after_checkpoint: "after-checkpoint" => Expect::NewMarked, [local, seaweed, moto];
+    mid_stream: "mid-stream" => Expect::Old, [local, seaweed, moto, localstack];
+    after_part: "after-part:1" => Expect::Old, [seaweed, moto, localstack];
+    after_staging: "after-staging" => Expect::Old, [local, seaweed, moto, localstack];
+    after_publish: "after-publish" => Expect::NewUnmarked, [local, seaweed, moto, localstack];
+    after_checkpoint: "after-checkpoint" => Expect::NewMarked, [local, seaweed, moto, localstack];
 }

@@ -1,5 +1,5 @@
 //! End-to-end tests of `landing run` and `landing check` through the built binary,
-//! each body run on a local lake, SeaweedFS and moto.
+//! each body run on a local lake, SeaweedFS, moto and LocalStack.
 
 mod harness;
 

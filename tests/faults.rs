@@ -1,4 +1,4 @@
-//! Fault injection: the job runs against SeaweedFS and moto through a proxy
+//! Fault injection: the job runs against SeaweedFS, moto and LocalStack through a proxy
 //! (`harness/proxy.rs`) that fails one chosen request the way S3 and networks do —
 //! 500 InternalError, 503 SlowDown, a reset connection, a body cut short or stalled,
 //! a 200 answer carrying an `<Error>`, or an answer lost after the server did the
@@ -980,11 +980,7 @@ macro_rules! fault_tests {
             $(
                 #[test]
                 fn $backend() {
-                    let server = match stringify!($backend) {
-                        "seaweed" => Server::Seaweed,
-                        _ => Server::Moto,
-                    };
-                    super::$name(server)
+                    super::$name($crate::s3_server!($backend))
                 }
             )*
         }
@@ -992,35 +988,35 @@ macro_rules! fault_tests {
 }
 
 fault_tests! {
-    proxy_forwards_faithfully: [seaweed, moto];
-    upload_part_slowdown_once: [seaweed, moto];
-    upload_part_500_always: [seaweed, moto];
-    upload_part_reset_once: [seaweed, moto];
-    upload_part_answer_lost_once: [seaweed];
-    create_upload_500_always: [seaweed];
-    input_get_slowdown_once: [seaweed, moto];
-    read_checkpoint_500_always: [seaweed];
-    sweep_list_500_always: [seaweed];
-    cleanup_delete_500_always: [seaweed];
-    input_cut_short_while_streaming: [seaweed, moto];
-    input_cut_short_while_hashing: [seaweed];
-    input_stalls_while_streaming: [seaweed, moto];
-    complete_error_in_200_once: [seaweed, moto];
-    complete_error_in_200_always: [seaweed];
-    complete_answer_lost_once: [seaweed, moto];
-    copy_error_in_200_always: [seaweed, moto];
-    copy_error_in_200_once: [seaweed, moto];
-    copy_done_but_error_in_200: [seaweed];
-    copy_done_but_error_in_200_always: [seaweed];
-    copy_answer_lost_once: [seaweed];
-    copy_answer_stalls: [seaweed];
-    verify_head_503_always: [seaweed];
-    checkpoint_put_503_always: [seaweed, moto];
-    checkpoint_put_slowdown_once: [seaweed];
-    checkpoint_put_answer_lost_once: [seaweed, moto];
-    lease_put_503_always: [seaweed];
-    lease_create_answer_lost_once: [seaweed, moto];
-    lease_renewal_answer_lost_once: [seaweed];
+    proxy_forwards_faithfully: [seaweed, moto, localstack];
+    upload_part_slowdown_once: [seaweed, moto, localstack];
+    upload_part_500_always: [seaweed, moto, localstack];
+    upload_part_reset_once: [seaweed, moto, localstack];
+    upload_part_answer_lost_once: [seaweed, localstack];
+    create_upload_500_always: [seaweed, localstack];
+    input_get_slowdown_once: [seaweed, moto, localstack];
+    read_checkpoint_500_always: [seaweed, localstack];
+    sweep_list_500_always: [seaweed, localstack];
+    cleanup_delete_500_always: [seaweed, localstack];
+    input_cut_short_while_streaming: [seaweed, moto, localstack];
+    input_cut_short_while_hashing: [seaweed, localstack];
+    input_stalls_while_streaming: [seaweed, moto, localstack];
+    complete_error_in_200_once: [seaweed, moto, localstack];
+    complete_error_in_200_always: [seaweed, localstack];
+    complete_answer_lost_once: [seaweed, moto, localstack];
+    copy_error_in_200_always: [seaweed, moto, localstack];
+    copy_error_in_200_once: [seaweed, moto, localstack];
+    copy_done_but_error_in_200: [seaweed, localstack];
+    copy_done_but_error_in_200_always: [seaweed, localstack];
+    copy_answer_lost_once: [seaweed, localstack];
+    copy_answer_stalls: [seaweed, localstack];
+    verify_head_503_always: [seaweed, localstack];
+    checkpoint_put_503_always: [seaweed, moto, localstack];
+    checkpoint_put_slowdown_once: [seaweed, localstack];
+    checkpoint_put_answer_lost_once: [seaweed, moto, localstack];
+    lease_put_503_always: [seaweed, localstack];
+    lease_create_answer_lost_once: [seaweed, moto, localstack];
+    lease_renewal_answer_lost_once: [seaweed, localstack];
 }
 
 // ------------------------------------------------------------------ the proxy itself

@@ -1,9 +1,17 @@
 //! Kill anywhere: SIGKILL the job at seeded random instants while it replaces a
 //! previous publish, then rerun it plainly, and check the contract's invariants.
-//! Set `LANDING_TEST_SEED` to replay; a failing trial prints its seed and delay.
+//! 50 trials on each backend, and 50 more on SeaweedFS with every core kept busy by a
+//! CPU hog that the test starts and stops itself (a loaded machine stretches the
+//! windows in which a killed run's last request is still in flight on the server).
+//! Set `LANDING_TEST_SEED` to replay; a failing trial prints its seed and delay, the
+//! checkpoint it saw (with its `committed_at`) and the raw object's `LastModified`.
+//! Every trial runs even after a failure, so one report counts them all.
 
 mod harness;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use harness::*;
@@ -12,7 +20,9 @@ const NAME: &str = "kill.jsonl";
 const RAW: &str = "raw/progress/kill.jsonl";
 const CKPT: &str = "checkpoints/progress/kill.jsonl.json";
 const LOCK: &str = "locks/progress/kill.jsonl.lock";
-const TRIALS: u64 = 25;
+const TRIALS: u64 = 50;
+/// The CPU hog stops by itself after this long, whatever happens to the test.
+const HOG_LIMIT: Duration = Duration::from_secs(600);
 
 fn ckpt_sha(w: &World) -> Option<String> {
     checkpoint_sha(w, CKPT)
@@ -25,7 +35,68 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn kill_anywhere(kind: Kind) {
+/// Busy-loop threads, two per core, until dropped (or `HOG_LIMIT` has passed).
+struct CpuHog {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<u64>>,
+}
+
+impl CpuHog {
+    fn start() -> CpuHog {
+        let stop = Arc::new(AtomicBool::new(false));
+        let deadline = Instant::now() + HOG_LIMIT;
+        let n = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..n)
+            .map(|i| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut x = i as u64 + 1;
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        for _ in 0..100_000 {
+                            x = std::hint::black_box(splitmix(x));
+                        }
+                    }
+                    x
+                })
+            })
+            .collect();
+        CpuHog { stop, threads }
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the lake holds right now, for a failure message: the checkpoint (its
+/// `committed_at`, run, hash and the published object it recorded) and the raw
+/// object's `LastModified`, ETag and size.
+fn state(w: &World) -> String {
+    let ckpt = match w.get(CKPT) {
+        None => "none".to_owned(),
+        Some(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) => format!(
+                "committed_at {} run_id {} input_sha256 {} published_etag {} published_size {}",
+                v["committed_at"],
+                v["run_id"],
+                v["input_sha256"],
+                v["published_etag"],
+                v["published_size"]
+            ),
+            Err(_) => format!("unparsable: {}", String::from_utf8_lossy(&bytes)),
+        },
+    };
+    let raw = w.last_modified(RAW).unwrap_or_else(|| "absent".to_owned());
+    format!("checkpoint: {ckpt}; raw object: {raw}")
+}
+
+fn kill_anywhere_trials(kind: Kind, trials: u64, loaded: bool) {
+    let started = Instant::now();
     let seed = std::env::var("LANDING_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -35,15 +106,19 @@ fn kill_anywhere(kind: Kind) {
                 .unwrap()
                 .as_nanos() as u64
         });
+    let label = format!("{kind:?}{}", if loaded { " under a CPU hog" } else { "" });
     // Two versions; each trial replaces the published one with the other.
     let inputs = [generated(60_000, 31), generated(55_000, 32)];
     let outputs: Vec<Vec<u8>> = inputs.iter().map(|i| clean_output(NAME, i)).collect();
+    let new_sha: Vec<String> = inputs.iter().map(|i| sha256(i)).collect();
     let mut w = World::new(kind, "kill");
     w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
     if w.is_s3() {
         w.env
             .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
     }
+    // Started before the span is measured, so the kill instants cover a loaded run.
+    let hog = loaded.then(CpuHog::start);
     let input = w.put_input(NAME, &inputs[0]);
     let t = Instant::now();
     assert_eq!(w.run(&input, &[]).code, Some(0));
@@ -53,10 +128,13 @@ fn kill_anywhere(kind: Kind) {
     let mut conflicts = 0;
     // Run ids of the plain reruns, to tell whose checkpoint a failure saw.
     let mut runs: Vec<String> = Vec::new();
-    for trial in 0..TRIALS {
+    let mut failures: Vec<String> = Vec::new();
+    // Old raw bytes under a checkpoint of the new input: a killed run's late promotion.
+    let mut late_copies = 0;
+    for trial in 0..trials {
         let (old, new) = ((trial % 2) as usize, ((trial + 1) % 2) as usize);
         let delay = Duration::from_micros(splitmix(seed ^ trial) % span);
-        let ctx = format!("{kind:?} seed {seed} trial {trial} delay {delay:?}");
+        let ctx = format!("{label} seed {seed} trial {trial} delay {delay:?}");
         w.put_input(NAME, &inputs[new]);
         let mut child = w
             .command(&["run", "--input", &input, "--lake", &w.lake_arg()], &[])
@@ -73,17 +151,23 @@ fn kill_anywhere(kind: Kind) {
         child.wait().unwrap();
 
         let raw = w.get(RAW).unwrap_or_default();
-        assert!(
-            raw == outputs[old] || raw == outputs[new],
-            "{ctx}: torn or foreign publish"
-        );
+        if raw != outputs[old] && raw != outputs[new] {
+            failures.push(format!(
+                "{ctx}: torn or foreign publish ({} bytes); {}; earlier runs: {runs:?}",
+                raw.len(),
+                state(&w)
+            ));
+        }
         let sha = ckpt_sha(&w);
-        if sha.as_deref() == Some(sha256(&inputs[new]).as_str()) {
-            assert!(
-                raw == outputs[new],
-                "{ctx}: checkpoint ahead of the publish; checkpoint: {}; earlier runs: {runs:?}",
-                String::from_utf8_lossy(&w.get(CKPT).unwrap_or_default())
-            );
+        if sha.as_deref() == Some(new_sha[new].as_str()) && raw != outputs[new] {
+            if raw == outputs[old] {
+                late_copies += 1;
+            }
+            failures.push(format!(
+                "{ctx}: checkpoint ahead of the publish (raw holds the {} bytes); {}; earlier runs: {runs:?}",
+                if raw == outputs[old] { "old" } else { "wrong" },
+                state(&w)
+            ));
         }
         // A killed holder's lease must expire first on S3; and a killed run's copy
         // still executing on the server can land between the rerun's decision and its
@@ -99,31 +183,56 @@ fn kill_anywhere(kind: Kind) {
             w.wait_for_lease_expiry(LOCK);
             r = w.run(&input, &[]);
         }
-        assert_eq!(r.code, Some(0), "{ctx}: rerun failed: {}", r.stderr);
         runs.push(
             r.summary
                 .as_ref()
                 .map(|s| s["run_id"].to_string())
                 .unwrap_or_default(),
         );
-        assert!(
-            w.get(RAW).unwrap() == outputs[new],
-            "{ctx}: rerun did not converge"
-        );
-        assert_eq!(ckpt_sha(&w).unwrap(), sha256(&inputs[new]), "{ctx}");
-        assert!(
-            w.leftovers().is_empty(),
-            "{ctx}: leftovers {:?}",
-            w.leftovers()
-        );
+        if r.code != Some(0) {
+            failures.push(format!(
+                "{ctx}: rerun failed ({:?}); {}\n{}",
+                r.code,
+                state(&w),
+                r.stderr
+            ));
+            break;
+        }
+        let converged = w.get(RAW).as_deref() == Some(outputs[new].as_slice())
+            && ckpt_sha(&w).as_deref() == Some(new_sha[new].as_str());
+        if !converged {
+            failures.push(format!(
+                "{ctx}: rerun ({}) did not converge; {}; earlier runs: {runs:?}",
+                r.action(),
+                state(&w)
+            ));
+            break;
+        }
+        let leftovers = w.leftovers();
+        if !leftovers.is_empty() {
+            failures.push(format!("{ctx}: leftovers {leftovers:?}; {}", state(&w)));
+        }
     }
+    drop(hog);
+    let took = started.elapsed();
+    eprintln!(
+        "{label}: {trials} trials, {kills} killed mid-run, {conflicts} reruns stopped on a \
+         conflict, {} failures ({late_copies} late copies), seed {seed}, clean run {:.1?}, \
+         {took:.1?} in all",
+        failures.len(),
+        Duration::from_micros(span)
+    );
+    assert!(
+        failures.is_empty(),
+        "{label}: {} of {trials} trials failed ({late_copies} with old raw bytes under a newer \
+         checkpoint):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // The trials must actually have killed runs, not only watched them finish.
     assert!(
-        kills >= TRIALS / 4,
-        "{kind:?} seed {seed}: only {kills} of {TRIALS} runs were killed"
-    );
-    eprintln!(
-        "{kind:?}: {TRIALS} trials, {kills} killed mid-run, {conflicts} reruns stopped on a conflict, seed {seed}"
+        kills >= trials / 4,
+        "{label} seed {seed}: only {kills} of {trials} runs were killed"
     );
 }
 
@@ -135,4 +244,13 @@ fn last_error(stderr: &str) -> String {
         .join(" / ")
 }
 
+fn kill_anywhere(kind: Kind) {
+    kill_anywhere_trials(kind, TRIALS, false)
+}
+
+fn kill_anywhere_under_load(kind: Kind) {
+    kill_anywhere_trials(kind, TRIALS, true)
+}
+
 on_every_backend!(kill_anywhere);
+on_backends!([seaweed] kill_anywhere_under_load);

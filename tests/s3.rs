@@ -8,7 +8,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use harness::*;
 
-fn on_both(f: impl Fn(Server)) {
+/// Runs `f` on every S3 test server (SeaweedFS, moto, LocalStack).
+fn on_every_server(f: impl Fn(Server)) {
     for s in Server::ALL {
         f(s);
     }
@@ -26,7 +27,7 @@ fn sample() -> Vec<u8> {
 /// the same as a plain CopyObject's.
 #[test]
 fn multipart_copy_promotion_publishes_the_same_bytes() {
-    on_both(|server| {
+    on_every_server(|server| {
         let body = generated(60_000, 21); // ~12 MiB
         let expected = {
             let w = World::new(Kind::Local, "mpc-ref");
@@ -53,7 +54,7 @@ fn multipart_copy_promotion_publishes_the_same_bytes() {
 /// Input names with spaces, `+` and non-ASCII characters land under the same name.
 #[test]
 fn awkward_keys_land_and_skip() {
-    on_both(|server| {
+    on_every_server(|server| {
         for name in ["día 1+2.jsonl", "c++ 100%~x.jsonl"] {
             let w = World::new(Kind::S3(server), "keys");
             let input = w.put_input(name, format!("{}\n", event("a", 1)).as_bytes());
@@ -74,7 +75,7 @@ fn awkward_keys_land_and_skip() {
 /// A crashed run's incomplete multipart upload is swept by the next run.
 #[test]
 fn next_run_sweeps_a_crashed_upload() {
-    on_both(|server| {
+    on_every_server(|server| {
         let mut w = World::new(Kind::S3(server), "sweep");
         w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
         w.env
@@ -95,15 +96,15 @@ fn next_run_sweeps_a_crashed_upload() {
     });
 }
 
-/// The sample day lands with the golden bytes on both servers (as on a local lake).
+/// The sample day lands with the golden bytes on every server (as on a local lake).
 #[test]
-fn sample_day_lands_identically_on_both_servers() {
+fn sample_day_lands_identically_on_every_server() {
     let golden = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/golden/progress-2026-03-02.jsonl"
     ))
     .unwrap();
-    on_both(|server| {
+    on_every_server(|server| {
         let w = World::new(Kind::S3(server), "golden");
         let input = w.put_input("progress-2026-03-02.jsonl", &sample());
         assert_eq!(w.run(&input, &["--max-rejected-lines", "1"]).code, Some(0));
@@ -235,10 +236,10 @@ fn least_privilege_job_lands_and_reader_is_confined() {
 }
 
 /// The README's checksum settings (the SDK's own variable names and spellings) are
-/// accepted and the job lands with them on both servers.
+/// accepted and the job lands with them on every server.
 #[test]
 fn checksum_when_required_from_the_environment() {
-    on_both(|server| {
+    on_every_server(|server| {
         let w = World::new(Kind::S3(server), "cksum");
         let input = w.put_input("day.jsonl", &generated(30_000, 23));
         let env = [

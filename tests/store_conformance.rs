@@ -1,6 +1,6 @@
 //! Store conformance: every behaviour the run contract relies on, asserted once and run
-//! against every backend — a local folder, SeaweedFS and moto. The S3 servers come from
-//! `scripts/test-servers` (`scripts/test-servers -- cargo test --test store_conformance`);
+//! against every backend — a local folder, SeaweedFS, moto and LocalStack. The S3
+//! servers come from `scripts/test-servers` (`scripts/test-servers -- cargo test --test store_conformance`);
 //! without them the S3 tests fail, they do not skip. Each test gets its own bucket (or
 //! temp folder), so tests run in parallel without sharing state.
 
@@ -713,43 +713,43 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
 // ---------------------------------------------------------------------------------
 // One test per (backend, case).
 
+/// `mod $module { $case... }`: one `#[tokio::test]` per case on `$backend`.
+macro_rules! cases_on {
+    ($module:ident, $backend:expr, [$($case:ident),*]) => {
+        mod $module {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let fx = Fixture::new($backend, stringify!($case)).await;
+                    super::$case(&fx).await;
+                }
+            )*
+        }
+    };
+}
+
+/// One module of cases per S3 server, named by the first list.
+macro_rules! on_s3_servers {
+    ([$seaweed:ident, $moto:ident, $localstack:ident] $($case:ident),*) => {
+        cases_on!($seaweed, Backend::S3(s3_server!(seaweed)), [$($case),*]);
+        cases_on!($moto, Backend::S3(s3_server!(moto)), [$($case),*]);
+        cases_on!($localstack, Backend::S3(s3_server!(localstack)), [$($case),*]);
+    };
+}
+
+/// Cases every backend must pass: a local folder and each S3 server.
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
-        mod local {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fx = super::Fixture::new(super::Backend::Local, stringify!($case)).await;
-                    super::$case(&fx).await;
-                }
-            )*
-        }
-        mod seaweed {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fx = super::Fixture::new(
-                        super::Backend::S3(super::Server::Seaweed),
-                        stringify!($case),
-                    )
-                    .await;
-                    super::$case(&fx).await;
-                }
-            )*
-        }
-        mod moto {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fx = super::Fixture::new(
-                        super::Backend::S3(super::Server::Moto),
-                        stringify!($case),
-                    )
-                    .await;
-                    super::$case(&fx).await;
-                }
-            )*
-        }
+        cases_on!(local, Backend::Local, [$($case),*]);
+        on_s3_servers!([seaweed, moto, localstack] $($case),*);
+    };
+}
+
+/// Cases for the S3 servers only.
+macro_rules! s3_only {
+    ($($case:ident),* $(,)?) => {
+        on_s3_servers!([seaweed_s3, moto_s3, localstack_s3] $($case),*);
     };
 }
 
@@ -772,37 +772,6 @@ conformance! {
     multipart_copy_promotion_round_trips,
     odd_keys_round_trip,
     sweep_removes_only_old_leftovers_of_other_runs,
-}
-
-macro_rules! s3_only {
-    ($($case:ident),* $(,)?) => {
-        mod seaweed_s3 {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fx = super::Fixture::new(
-                        super::Backend::S3(super::Server::Seaweed),
-                        stringify!($case),
-                    )
-                    .await;
-                    super::$case(&fx).await;
-                }
-            )*
-        }
-        mod moto_s3 {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fx = super::Fixture::new(
-                        super::Backend::S3(super::Server::Moto),
-                        stringify!($case),
-                    )
-                    .await;
-                    super::$case(&fx).await;
-                }
-            )*
-        }
-    };
 }
 
 s3_only! {

@@ -17,17 +17,25 @@ use landing::config::S3Config;
 /// An S3-compatible server started by `scripts/test-servers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
+    /// SeaweedFS 4.48: on-disk, per-prefix identities, honours copy conditions.
     Seaweed,
+    /// moto 5.2.5: in memory, AWS-like error codes.
     Moto,
+    /// LocalStack 4.14.0 (community, S3 only, host mode): what users run locally.
+    /// Never send it a conditional CopyObject whose destination bytes matter: a failed
+    /// condition answers 412 but corrupts the destination.
+    Localstack,
 }
 
 impl Server {
-    pub const ALL: [Server; 2] = [Server::Seaweed, Server::Moto];
+    /// Every server; each test that iterates over it runs on all of them.
+    pub const ALL: [Server; 3] = [Server::Seaweed, Server::Moto, Server::Localstack];
 
     pub fn name(self) -> &'static str {
         match self {
             Server::Seaweed => "seaweed",
             Server::Moto => "moto",
+            Server::Localstack => "localstack",
         }
     }
 
@@ -146,4 +154,27 @@ pub fn test_s3_config() -> S3Config {
         read_timeout: Duration::from_secs(30),
         ..S3Config::default()
     }
+}
+
+/// `s3_server!(seaweed)` is `Server::Seaweed` (likewise `moto`, `localstack`); any other
+/// name is a compile error, so a backend matrix cannot silently run the wrong server.
+/// `Server` must be in scope where it is used.
+#[macro_export]
+macro_rules! s3_server {
+    (seaweed) => {
+        Server::Seaweed
+    };
+    (moto) => {
+        Server::Moto
+    };
+    (localstack) => {
+        Server::Localstack
+    };
+    ($other:ident) => {
+        compile_error!(concat!(
+            "unknown S3 test server `",
+            stringify!($other),
+            "` (expected seaweed, moto or localstack)"
+        ))
+    };
 }

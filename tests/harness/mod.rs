@@ -1,5 +1,5 @@
 //! End-to-end harness: one test body runs against a local lake and against the S3
-//! servers started by `scripts/test-servers` (SeaweedFS and moto). Each test gets a
+//! servers started by `scripts/test-servers` (SeaweedFS, moto and LocalStack). Each test gets a
 //! temp dir (and, on S3, a fresh bucket); the job is the built binary, run as a
 //! child process with a clean environment, and assertions read the lake directly
 //! (std::fs or a raw S3 client), never through the code under test.
@@ -217,6 +217,40 @@ impl World {
         }
     }
 
+    /// When the lake object `key` was last written and what it is, for failure
+    /// messages: S3 `LastModified`, ETag and size (HeadObject), or a local file's
+    /// mtime and size; `None` if it is absent.
+    pub fn last_modified(&self, key: &str) -> Option<String> {
+        use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
+        let fmt = |t: &DateTime| {
+            t.fmt(DateTimeFormat::DateTime)
+                .unwrap_or_else(|_| format!("{t:?}"))
+        };
+        match &self.s3 {
+            None => {
+                let md = std::fs::metadata(self.lake_dir().join(key)).ok()?;
+                let mtime = DateTime::from(md.modified().ok()?);
+                Some(format!("mtime {} size {}", fmt(&mtime), md.len()))
+            }
+            Some(s) => s.rt.block_on(async {
+                let h = s
+                    .client
+                    .head_object()
+                    .bucket(&s.bucket)
+                    .key(format!("{LAKE_PREFIX}/{key}"))
+                    .send()
+                    .await
+                    .ok()?;
+                Some(format!(
+                    "LastModified {} ETag {} size {}",
+                    h.last_modified().map_or_else(|| "?".to_owned(), fmt),
+                    h.e_tag().unwrap_or("?"),
+                    h.content_length().unwrap_or(-1)
+                ))
+            }),
+        }
+    }
+
     pub fn put(&self, key: &str, bytes: &[u8]) {
         match &self.s3 {
             None => {
@@ -409,26 +443,45 @@ pub fn sha256(bytes: &[u8]) -> String {
     landing::identity::hex(&sha2::Sha256::digest(bytes))
 }
 
-/// Generate `mod name { local, seaweed, moto }` tests calling `name(Kind)`.
+/// `backend!(local)` is `Kind::Local`, `backend!(seaweed)` is
+/// `Kind::S3(Server::Seaweed)` (likewise `moto`, `localstack`); any other name is a
+/// compile error. `Kind` and `Server` must be in scope where it is used.
 #[macro_export]
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {$(
+macro_rules! backend {
+    (local) => {
+        Kind::Local
+    };
+    ($server:ident) => {
+        Kind::S3($crate::s3_server!($server))
+    };
+}
+
+/// `on_backends!([local, seaweed] a, b)` generates `mod a { local, seaweed }` (and `b`)
+/// tests calling `a(Kind)`, one per named backend.
+#[macro_export]
+macro_rules! on_backends {
+    (@one $name:ident [$($backend:ident),* $(,)?]) => {
         mod $name {
             use super::*;
-            #[test]
-            fn local() {
-                super::$name(Kind::Local)
-            }
-            #[test]
-            fn seaweed() {
-                super::$name(Kind::S3(Server::Seaweed))
-            }
-            #[test]
-            fn moto() {
-                super::$name(Kind::S3(Server::Moto))
-            }
+            $(
+                #[test]
+                fn $backend() {
+                    super::$name($crate::backend!($backend))
+                }
+            )*
         }
+    };
+    ($backends:tt $($name:ident),* $(,)?) => {$(
+        $crate::on_backends!(@one $name $backends);
     )*};
+}
+
+/// Generate `mod name { local, seaweed, moto, localstack }` tests calling `name(Kind)`.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        $crate::on_backends!([local, seaweed, moto, localstack] $($name),*);
+    };
 }
 
 /// Published bytes of a clean run of `input` named `name` in a fresh local lake.

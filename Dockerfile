@@ -5,7 +5,8 @@
 # binary and the base image's CA certificates and C runtime, nothing else (no shell,
 # no package manager). Both base images are build arguments so that a mirror or a
 # pinned digest can be substituted without editing this file; scripts/test-infra
-# builds this very file with only these two arguments changed (see its header).
+# builds this very file with only these two arguments changed (see build_bases()
+# there). COPY --chmod needs BuildKit (Docker 23+ default), buildah or podman.
 
 ARG BUILDER_IMAGE=docker.io/library/rust:1.89-slim-bookworm
 # distroless/cc: glibc, libgcc_s and CA certificates, which is all the binary links
@@ -13,6 +14,8 @@ ARG BUILDER_IMAGE=docker.io/library/rust:1.89-slim-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 # checkov:skip=CKV_DOCKER_7:both FROM lines name build arguments whose defaults carry version tags (never latest); checkov does not resolve ARG defaults, so scripts/test-infra checks them
+# The official rust:slim image has what the build needs besides cargo: gcc and the
+# C library headers (aws-lc-sys compiles C); no cmake or OpenSSL is used.
 FROM ${BUILDER_IMAGE} AS builder
 WORKDIR /build
 

@@ -15,7 +15,8 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 # checkov:skip=CKV_DOCKER_7:both FROM lines name build arguments whose defaults carry version tags (never latest); checkov does not resolve ARG defaults, so scripts/test-infra checks them
 # The official rust:slim image has what the build needs besides cargo: gcc and the
-# C library headers (aws-lc-sys compiles C); no cmake or OpenSSL is used.
+# C library headers (aws-lc-sys and ring compile C). Not verifiable here: no registry
+# is reachable, so no release build on that image has run in these tests.
 FROM ${BUILDER_IMAGE} AS builder
 WORKDIR /build
 

@@ -268,8 +268,9 @@ impl Lease {
                 }
                 let until = *deadline_cell.lock().unwrap_or_else(|p| p.into_inner());
                 let Some(left) = until.checked_duration_since(Instant::now()) else {
-                    tracing::error!(lease = %store.location(&key), "lease deadline passed without a renewal; the run stops before its next write");
+                    // Mark it lost before saying so: whoever reads the log may act at once.
                     lost.store(true, Ordering::SeqCst);
+                    tracing::error!(lease = %store.location(&key), "lease deadline passed without a renewal; the run stops before its next write");
                     return;
                 };
                 let started = Instant::now();
@@ -287,8 +288,8 @@ impl Lease {
                     // retry met our own new version: still ours if it names our run.
                     Ok(Err(Error::Precondition { .. })) => {
                         if !Self::still_ours(&*store, &key, &run_id, &mut v).await {
-                            tracing::error!(lease = %store.location(&key), "lease taken by another run; the run stops before its next write");
                             lost.store(true, Ordering::SeqCst);
+                            tracing::error!(lease = %store.location(&key), "lease taken by another run; the run stops before its next write");
                             return;
                         }
                         true

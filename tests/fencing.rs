@@ -139,7 +139,8 @@ fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
         Some(sha256(&b_in).as_str()),
         "A touched B's checkpoint"
     );
-    let fenced = !matches!(kind, Kind::S3(Server::Moto));
+    // moto ignores copy conditions; LocalStack's are unsafe, so the job sends none.
+    let fenced = !matches!(kind, Kind::S3(Server::Moto | Server::Localstack));
     if fenced {
         assert_eq!(
             published(&w),
@@ -369,11 +370,27 @@ fn lease_ttl_must_exceed_the_attempt_timeout() {
     );
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(
-        r.stderr.contains("--lease-ttl (60 s) must exceed --s3-attempt-timeout (120 s)"),
+        r.stderr
+            .contains("--lease-ttl (60 s) must exceed --s3-attempt-timeout (120 s)"),
         "{}",
         r.stderr
     );
     assert!(w.get(LOCK).is_none(), "nothing is touched before the check");
+}
+
+/// The probe tells LocalStack's unsafe conditional copy apart (a 412 that still
+/// overwrites the destination): `on` refuses it, `auto` never sends it one.
+#[test]
+fn localstack_conditional_copy_is_detected_as_unsafe() {
+    let w = World::new(Kind::S3(Server::Localstack), "cc-localstack");
+    let input = w.put_input(NAME, &generated(10, 44));
+    let r = w.run(&input, &["--s3-conditional-copy", "on"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("conditional copy unsafe"), "{}", r.stderr);
+    assert!(w.get(RAW).is_none());
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("promotion is not fenced"), "{}", r.stderr);
 }
 
 /// `--s3-conditional-copy on` refuses to start (exit 2) where copies cannot be fenced,

@@ -349,10 +349,12 @@ impl Lease {
         if let Some(h) = self.renewer.take() {
             let _ = h.await;
         }
-        if self.ensure_held().is_err() {
-            // Past our deadline the lease may be another run's: leave it alone.
+        if self.lost.load(Ordering::SeqCst) {
+            // Taken over by another run: it is theirs now.
             return Ok(());
         }
+        // Even past our deadline this is safe: the release is conditional on our own
+        // version, so a lease another run took meanwhile answers 412 and stays.
         let ours = self.version.lock().await.clone();
         let mut record = record_for(&self.run_id, Duration::ZERO, &rfc3339(now()));
         record.released = true;

@@ -575,7 +575,10 @@ fn cleanup_delete_500_always(server: Server) {
         Case::new(
             "cleanup-500",
             Rule::new(
-                Match::op(Op::DeleteObject).key_under("lake/staging/progress/"),
+                Match::op(Op::DeleteObject)
+                    .key_under("lake/staging/progress/")
+                    // The staging object, not the copy-condition probe's scratch keys.
+                    .when(|r| !r.key().contains("/probe-")),
                 Fault::InternalError,
             )
             .always(),
@@ -944,7 +947,7 @@ fn lease_renewal_answer_lost_once(server: Server) {
         ))
         // The TTL must exceed the per-attempt timeout; renewals then come every
         // (TTL - attempt timeout) / 3, several during the delayed copy.
-        .env("LANDING_LEASE_TTL", "4")
+        .env("LANDING_LEASE_TTL", "6")
         .env("LANDING_S3_ATTEMPT_TIMEOUT", "3"),
     );
 }

@@ -958,6 +958,20 @@ impl Upload for S3Upload {
                 &Condition::None,
             )
             .await;
+            let completed = match completed {
+                // LocalStack answers a retried Complete (its first answer lost) with
+                // NoSuchUpload: the upload is gone because it completed. Our object,
+                // by run id and size, proves it.
+                Err(e) if is_no_such_upload(&e) => {
+                    if staged_object_is_ours(&ctx, self.size).await? {
+                        tracing::info!(location = %ctx.location, "the Complete landed though its answer was lost");
+                        Ok(String::new())
+                    } else {
+                        Err(e)
+                    }
+                }
+                other => other,
+            };
             if let Err(e) = completed {
                 // Leave nothing for the sweep: a failed Complete aborts its upload.
                 let _ = abort_upload(
@@ -1003,6 +1017,39 @@ impl S3Store {
             .iter()
             .find(|(b, _)| *b == self.bucket)
             .map(|(_, f)| *f)
+    }
+}
+
+/// Is this the failure of a request on a multipart upload that no longer exists?
+fn is_no_such_upload(e: &Error) -> bool {
+    match e {
+        Error::Store { source, .. } => source
+            .downcast_ref::<Failure>()
+            .is_some_and(|f| f.code.as_deref() == Some("NoSuchUpload")),
+        _ => false,
+    }
+}
+
+/// Does the staging key hold this run's completed object of `size` bytes?
+async fn staged_object_is_ours(ctx: &PartCtx, size: u64) -> Result<bool> {
+    match ctx
+        .client
+        .head_object()
+        .bucket(&ctx.bucket)
+        .key(&ctx.key)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out.content_length() == Some(size as i64)
+            && out
+                .metadata()
+                .and_then(|m| m.get(RUN_ID_META))
+                .map(String::as_str)
+                == Some(ctx.run_id.as_str())),
+        Err(e) => match map_err("HeadObject", &ctx.location, e, Cond::None) {
+            Error::NotFound { .. } => Ok(false),
+            e => Err(e),
+        },
     }
 }
 

@@ -96,6 +96,7 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
         }
     };
     let listing = store.list("").await?;
+    let files = listing.files.len();
     let now_ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
     let min_age_ns = ic.min_age.as_nanos() as i128;
     let mut young = 0;
@@ -117,6 +118,7 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
         .collect();
     info!(
         inbox = %ic.inbox,
+        files,
         listed = inputs.len(),
         too_young = young,
         shard = ic.shard.map(|s| s.to_string()).unwrap_or_default(),

@@ -1456,7 +1456,10 @@ impl S3Store {
     /// (1,000 keys each) followed, so sub-"folders" come back as common prefixes and
     /// are never descended into.
     async fn list_prefix(&self, prefix: &str) -> Result<Listing> {
-        let folder = self.full_key(prefix.trim_matches('/'));
+        let folder = match prefix.trim_matches('/') {
+            "" => self.prefix.clone(),
+            p => self.full_key(p),
+        };
         let under = if folder.is_empty() {
             String::new()
         } else {

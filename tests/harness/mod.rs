@@ -498,3 +498,18 @@ pub fn checkpoint_sha(w: &World, key: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(&w.get(key)?).expect("checkpoint parses");
     Some(v["input_sha256"].as_str().expect("input_sha256").to_owned())
 }
+
+impl World {
+    /// The raw S3 side of an S3 world (runtime, admin client, bucket), for tests
+    /// that set up or inspect objects the helpers above do not cover.
+    pub fn s3_parts(&self) -> Option<(&tokio::runtime::Runtime, &Client, &str)> {
+        self.s3
+            .as_ref()
+            .map(|s| (&s.rt, &s.client, s.bucket.as_str()))
+    }
+
+    /// The server an S3 world runs against.
+    pub fn server(&self) -> Option<Server> {
+        self.s3.as_ref().map(|s| s.server)
+    }
+}

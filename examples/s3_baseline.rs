@@ -151,11 +151,19 @@ async fn upload_dir(bucket: &str, prefix: &str, dir: &str) -> Result<(), BoxErro
     let mut tasks = JoinSet::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().ok_or("no name")?.to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .ok_or("no name")?
+            .to_string_lossy()
+            .into_owned();
         while tasks.len() >= 16 {
             tasks.join_next().await.ok_or("join")???;
         }
-        let (c, b, k) = (client.clone(), bucket.to_owned(), format!("{prefix}/{name}"));
+        let (c, b, k) = (
+            client.clone(),
+            bucket.to_owned(),
+            format!("{prefix}/{name}"),
+        );
         tasks.spawn(async move {
             let body = ByteStream::from_path(&path).await?;
             c.put_object().bucket(b).key(k).body(body).send().await?;

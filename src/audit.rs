@@ -33,6 +33,48 @@ use crate::lease::LeaseRecord;
 use crate::pipeline::{self, Layout};
 use crate::store::Store;
 
+/// Inputs examined at once by `status` and `verify` (small requests each).
+const AUDIT_CONCURRENCY: usize = 8;
+
+/// Run `f` for every name, up to `n` at once; results in the order of `names`.
+async fn in_order<T, F, Fut>(
+    lake: &Arc<dyn Store>,
+    product: &str,
+    names: Vec<String>,
+    n: usize,
+    f: F,
+) -> Result<Vec<T>>
+where
+    T: Send + 'static,
+    F: Fn(Arc<dyn Store>, String, String) -> Fut,
+    Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut out: Vec<Option<T>> = Vec::new();
+    out.resize_with(names.len(), || None);
+    for (i, name) in names.into_iter().enumerate() {
+        while tasks.len() >= n.max(1) {
+            let (j, r) = join(&mut tasks).await?;
+            out[j] = Some(r?);
+        }
+        let fut = f(lake.clone(), product.to_owned(), name);
+        tasks.spawn(async move { (i, fut.await) });
+    }
+    while !tasks.is_empty() {
+        let (j, r) = join(&mut tasks).await?;
+        out[j] = Some(r?);
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+async fn join<T: 'static>(tasks: &mut tokio::task::JoinSet<T>) -> Result<T> {
+    match tasks.join_next().await {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(crate::Error::store("join audit task", "lake", e)),
+        None => Err(crate::Error::store("join audit task", "lake", "no task")),
+    }
+}
+
 /// Names of the checkpointed inputs of `product`, in name order.
 async fn checkpointed(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
     let listing = lake.list(&format!("checkpoints/{product}")).await?;
@@ -90,10 +132,15 @@ pub async fn status(cfg: &AuditConfig, history_of: Option<&str>) -> Result<i32> 
         }
         return Ok(crate::EXIT_OK);
     }
-    let mut rows = Vec::new();
-    for name in checkpointed(&*lake, p).await? {
-        rows.push(status_row(&*lake, p, &name).await?);
-    }
+    let names = checkpointed(&*lake, p).await?;
+    let rows = in_order(
+        &lake,
+        p,
+        names,
+        AUDIT_CONCURRENCY,
+        |lake, p, name| async move { status_row(&*lake, &p, &name).await },
+    )
+    .await?;
     let leases = leases(&*lake, p).await?;
     let leftovers = leftovers(&*lake, p).await?;
     if cfg.json {
@@ -554,9 +601,20 @@ async fn verify_one(
 pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
     let lake = open_lake(cfg).await?;
     let names = checkpointed(&*lake, &cfg.product).await?;
+    let checked = names.len();
+    // --deep reads objects whole: fewer at once bounds memory (one id set each).
+    let n = if deep { 2 } else { AUDIT_CONCURRENCY };
+    let all = in_order(
+        &lake,
+        &cfg.product,
+        names,
+        n,
+        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep).await },
+    )
+    .await?;
     let mut total = 0usize;
-    for name in &names {
-        for f in verify_one(&*lake, &cfg.product, name, deep).await? {
+    for findings in all {
+        for f in findings {
             total += 1;
             if cfg.json {
                 println!("{}", serde_json::to_string(&f).unwrap_or_default());
@@ -569,7 +627,7 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         "lake": cfg.lake.to_string(),
         "product": cfg.product,
         "deep": deep,
-        "checked": names.len(),
+        "checked": checked,
         "findings": total,
     });
     if cfg.json {
@@ -577,7 +635,7 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
     } else {
         println!(
             "verified {} checkpointed inputs{}: {}",
-            names.len(),
+            checked,
             if deep { " (deep)" } else { "" },
             if total == 0 {
                 "clean".to_owned()

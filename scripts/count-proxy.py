@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """A counting HTTP proxy for the benchmark: forwards every request to an S3 endpoint
 byte for byte (the Host header included, which SigV4 signs) and counts GetObject
-requests on one bucket, so `scripts/bench` can show how many inputs an unchanged
-inbox run read.
+requests under one key prefix, so `scripts/bench` can show how many inputs an
+unchanged inbox run read.
 
-    count-proxy.py UPSTREAM_URL BUCKET PORT_FILE COUNT_FILE
+    count-proxy.py UPSTREAM_URL BUCKET/PREFIX/ PORT_FILE COUNT_FILE
 
 Listens on 127.0.0.1 (a free port, written to PORT_FILE); on SIGTERM writes the
-number of GetObject requests on BUCKET (GET /BUCKET/<key>, path-style, no query)
-to COUNT_FILE and exits.
+number of GetObject requests under BUCKET/PREFIX/ (path-style `GET /BUCKET/PREFIX/key`,
+with no query or the SDK's `x-id=GetObject`) to COUNT_FILE and exits.
 """
 import http.client
 import http.server
@@ -17,7 +17,7 @@ import sys
 import threading
 import urllib.parse
 
-upstream, bucket, port_file, count_file = sys.argv[1:5]
+upstream, under, port_file, count_file = sys.argv[1:5]
 up = urllib.parse.urlsplit(upstream)
 count = 0
 lock = threading.Lock()
@@ -41,7 +41,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def forward(self):
         global count
         path, _, query = self.path.partition("?")
-        if self.command == "GET" and not query and path.startswith(f"/{bucket}/"):
+        get_object = not query or query == "x-id=GetObject"
+        if self.command == "GET" and get_object and path.startswith(f"/{under}"):
             with lock:
                 count += 1
         length = int(self.headers.get("Content-Length") or 0)

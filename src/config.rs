@@ -325,8 +325,13 @@ pub struct AuditArgs {
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
-    /// Log filter.
-    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "warn")]
+    /// Log filter. (The SDK warns on every GET of an object with a multipart
+    /// checksum, which `verify --deep` reads by design: quiet by default.)
+    #[arg(
+        long,
+        env = "LANDING_LOG_LEVEL",
+        default_value = "warn,aws_sdk_s3::http_response_checksum=error"
+    )]
     pub log_level: String,
 
     #[command(flatten)]

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,17 @@ pub struct Totals {
     pub refused: u64,
     pub busy: u64,
     pub failed: u64,
+    /// Another writer moved the checkpoint or the published object during the run
+    /// (exit 75 like busy); only shown when it happened.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub conflict: u64,
+    /// Stopped by SIGTERM/SIGINT before their publish; only shown when it happened.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub interrupted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Totals {
@@ -54,17 +65,20 @@ impl Totals {
             "skipped" => self.skipped += 1,
             "refused" => self.refused += 1,
             "busy" => self.busy += 1,
+            "conflict" => self.conflict += 1,
+            "interrupted" => self.interrupted += 1,
             _ => self.failed += 1,
         }
     }
 
-    /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy.
+    /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
+    /// (or in conflict).
     pub fn exit_code(&self) -> i32 {
         if self.failed > 0 {
             crate::EXIT_FAILURE
         } else if self.refused > 0 {
             crate::EXIT_REFUSED
-        } else if self.busy > 0 {
+        } else if self.busy + self.conflict > 0 {
             crate::EXIT_BUSY
         } else {
             crate::EXIT_OK
@@ -358,9 +372,13 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
     let finished = Arc::new(AtomicUsize::new(0));
     let totals = Arc::new(Mutex::new(Totals::default()));
     let ic_shared = Arc::new(ic.clone());
+    // SIGTERM/SIGINT: the runs in flight stop on their own (each listens too); no
+    // input is started after it.
+    let stop = Arc::new(AtomicI32::new(0));
+    let listener = tokio::spawn(listen_for_stop(stop.clone()));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..ic.jobs.min(inputs.len().max(1)) {
-        let (inputs, next, finished, totals, progress, lake, ic) = (
+        let (inputs, next, finished, totals, progress, lake, ic, stop) = (
             inputs.clone(),
             next.clone(),
             finished.clone(),
@@ -368,9 +386,13 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
             progress.clone(),
             lake.clone(),
             ic_shared.clone(),
+            stop.clone(),
         );
         workers.spawn(async move {
             loop {
+                if stop.load(Ordering::SeqCst) != 0 {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(listed) = inputs.get(i) else { break };
                 let mut cfg = ic.base.clone();
@@ -396,14 +418,25 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
             totals.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
         }
     }
+    listener.abort();
     progress.finish();
     let totals = *totals.lock().unwrap_or_else(|p| p.into_inner());
+    let signal = stop.load(Ordering::SeqCst);
     let mut line = BTreeMap::new();
     line.insert("inbox", json!(ic.inbox.to_string()));
     if let Some(s) = ic.shard {
         line.insert("shard", json!(s.to_string()));
     }
     line.insert("totals", json!(totals));
+    if signal != 0 {
+        let left = inputs.len() as u64 - totals.inputs;
+        line.insert("not_started", json!(left));
+        warn!(
+            signal,
+            not_started = left,
+            "stopped by a signal; the next run lands the rest"
+        );
+    }
     print_line(&json!(line));
     info!(
         inputs = totals.inputs,
@@ -414,7 +447,29 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
         failed = totals.failed,
         "inbox run finished"
     );
-    Ok(totals.exit_code())
+    Ok(match signal {
+        libc::SIGTERM => crate::EXIT_SIGTERM,
+        libc::SIGINT => crate::EXIT_SIGINT,
+        _ => totals.exit_code(),
+    })
+}
+
+/// Record the first SIGTERM or SIGINT in `stop`.
+async fn listen_for_stop(stop: Arc<AtomicI32>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        warn!("cannot listen for signals; a stopped pod ends the inbox run abruptly");
+        return;
+    };
+    let got = tokio::select! {
+        _ = term.recv() => libc::SIGTERM,
+        _ = int.recv() => libc::SIGINT,
+    };
+    stop.store(got, Ordering::SeqCst);
+    info!(signal = got, "signal received: no further input is started");
 }
 
 #[cfg(test)]

@@ -69,5 +69,10 @@ pub const EXIT_REFUSED: i32 = 65;
 /// Exit code: another run holds the lease (sysexits EX_TEMPFAIL).
 pub const EXIT_BUSY: i32 = 75;
 
+/// Exit code of an inbox run stopped by SIGTERM (128 + 15).
+pub const EXIT_SIGTERM: i32 = 143;
+/// Exit code of an inbox run stopped by SIGINT (128 + 2).
+pub const EXIT_SIGINT: i32 = 130;
+
 /// Version recorded in checkpoints.
 pub const JOB_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -917,3 +917,67 @@ fn single_input_run_records_history_and_identity() {
     assert_eq!(ir.action(&day(1)), "skipped", "{}", ir.ctx());
     assert_eq!(watch.reads(), BTreeSet::new());
 }
+
+/// SIGTERM during an inbox run: no input is started after it, the totals line says
+/// how many were not started, the exit code is 143, and the next run lands the rest
+/// (each input published exactly once over both runs).
+#[test]
+fn sigterm_stops_starting_inputs() {
+    use std::io::BufRead;
+    let w = World::new(Kind::Local, "inbox-sigterm");
+    for i in 1..=60 {
+        put_inbox(&w, &format!("p-{i:03}.jsonl"), &generated(2_000, i));
+    }
+    let inbox = inbox_arg(&w);
+    let lake = w.lake_arg();
+    let mut child = w
+        .command(&["run", "--inbox", &inbox, "--lake", &lake], &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    // SAFETY: signalling the child we spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let stdout = first + &rest;
+    assert_eq!(status.code(), Some(143), "{stdout}");
+    let totals: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let done = totals["totals"]["inputs"].as_u64().unwrap();
+    assert!(done < 60, "{stdout}");
+    assert_eq!(
+        totals["not_started"].as_u64().unwrap() + done,
+        60,
+        "{stdout}"
+    );
+    let published_first: BTreeSet<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["action"] == "published")
+        .map(|v| {
+            v["input"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let r = inbox_run(&w, &[], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    let published_next = r.names_with("published");
+    assert!(published_first.is_disjoint(&published_next), "{}", r.ctx());
+    assert_eq!(
+        published_first.len() + published_next.len(),
+        60,
+        "{}",
+        r.ctx()
+    );
+}

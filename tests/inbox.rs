@@ -142,7 +142,7 @@ fn totals(r: &InboxRun) -> [u64; 6] {
 
 /// Keys of run records of one input.
 fn run_records(w: &World, name: &str) -> Vec<Value> {
-    w.snapshot()
+    w.snapshot_all()
         .into_iter()
         .filter(|(k, _)| k.starts_with(&format!("runs/progress/{name}/")) && k.ends_with(".json"))
         .map(|(_, (bytes, _))| serde_json::from_slice(&bytes).expect("run record parses"))
@@ -321,7 +321,7 @@ fn unchanged_inbox_skips_without_reading(kind: Kind) {
     }
     let first = inbox_run(&w, &[], &[]);
     assert_eq!(first.run.code, Some(0), "{}", first.ctx());
-    let before = w.snapshot();
+    let before = w.snapshot_all();
 
     let mut watch = Watch::start(&w);
     let env = watch.env();
@@ -334,7 +334,7 @@ fn unchanged_inbox_skips_without_reading(kind: Kind) {
         "inputs were read\n{}",
         r.ctx()
     );
-    let after = w.snapshot();
+    let after = w.snapshot_all();
     let changed: Vec<&String> = after
         .iter()
         .filter(|(k, v)| before.get(*k) != Some(*v))

@@ -289,8 +289,17 @@ impl World {
     }
 
     /// Every object under the lake with its bytes and change marker (local mtime, or
-    /// S3 ETag + Last-Modified). The transient lease and local CAS guards are left out.
+    /// S3 ETag + Last-Modified). The transient lease, local CAS guards and the run
+    /// history (`runs/`, written by every run, skips included) are left out: what is
+    /// left is what the run contract speaks about.
     pub fn snapshot(&self) -> BTreeMap<String, (Vec<u8>, String)> {
+        let mut all = self.snapshot_all();
+        all.retain(|k, _| !k.starts_with("runs/"));
+        all
+    }
+
+    /// [`World::snapshot`] with the run history.
+    pub fn snapshot_all(&self) -> BTreeMap<String, (Vec<u8>, String)> {
         let mut out = BTreeMap::new();
         match &self.s3 {
             None => walk(&self.lake_dir(), &self.lake_dir(), &mut out),

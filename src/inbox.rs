@@ -184,8 +184,8 @@ async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<O
     }))
 }
 
-/// The stdout line of an input that did not reach an outcome (busy or failed),
-/// with section 4's keys.
+/// The stdout line of an input without a summary (busy, conflict or failed), with
+/// section 4's keys.
 fn no_outcome_line(cfg: &Config, run_id: Option<String>, action: &str, error: &str) -> Value {
     json!({
         "run_id": run_id,
@@ -204,8 +204,8 @@ fn no_outcome_line(cfg: &Config, run_id: Option<String>, action: &str, error: &s
 }
 
 /// Land one input: cheap skip or full run, then its run record. Returns the run's
-/// result and its stdout line (section 4's schema; busy and failed runs get an
-/// `error`).
+/// result and its stdout line (section 4's schema; busy, conflict and failed runs
+/// get an `error`).
 pub async fn land_one(
     cfg: &Config,
     lake: Option<&Arc<dyn Store>>,
@@ -240,10 +240,11 @@ pub async fn land_one(
         Ok(summary) => (serde_json::to_value(summary).unwrap_or(Value::Null), None),
         Err(e) => {
             let chain = history::error_chain(e);
-            let action = if e.exit_code() == crate::EXIT_BUSY {
-                "busy"
-            } else {
-                "failed"
+            let action = match e.root() {
+                Error::Busy { .. } => "busy",
+                // Another writer moved what the run decided on: it stopped (exit 75).
+                Error::Conflict(_) => "conflict",
+                _ => "failed",
             };
             (
                 no_outcome_line(cfg, trace.run_id(), action, &chain),

@@ -117,7 +117,8 @@ pub struct RunRecord {
     pub started_at: String,
     pub ended_at: String,
     pub duration_s: f64,
-    /// Seconds per stage, in the order the stages ran.
+    /// Seconds per stage (lease, prepare, hash or stream, stage, promote, checkpoint,
+    /// cleanup; `checkpoint-check` for a cheap skip).
     pub stages: serde_json::Map<String, serde_json::Value>,
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -280,4 +281,48 @@ pub fn error_chain(e: &crate::Error) -> String {
         source = cause.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn laps_add_up_per_stage_and_bytes_accumulate() {
+        let ((), trace) = traced(async {
+            begin("r-1");
+            lap("lease");
+            bytes_in(10);
+            lap("stream");
+            lap("lease");
+            bytes_in(5);
+            bytes_out(7);
+        })
+        .await;
+        assert_eq!(trace.run_id().as_deref(), Some("r-1"));
+        let rec = RunRecord::from_trace(
+            &trace,
+            "progress",
+            "a.jsonl",
+            "r-1",
+            serde_json::json!({"action": "published"}),
+            None,
+        );
+        let stages: Vec<&String> = rec.stages.keys().collect();
+        assert_eq!(stages.len(), 2, "one entry per stage: {stages:?}");
+        assert_eq!((rec.bytes_in, rec.bytes_out), (15, 7));
+        assert_eq!(rec.action, "published");
+        assert_eq!(
+            record_key("progress", "a.jsonl", "r-1"),
+            "runs/progress/a.jsonl/r-1.json"
+        );
+    }
+
+    #[test]
+    fn outside_a_trace_nothing_is_collected() {
+        // The drill and tests call the pipeline without a collector: no panic.
+        begin("x");
+        lap("lease");
+        bytes_in(1);
+    }
 }

@@ -188,6 +188,7 @@ async fn status_row(lake: &dyn Store, product: &str, name: &str) -> Result<Statu
     Ok(row)
 }
 
+/// Leases held: lease objects not marked released (expired ones included, marked).
 async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
     let folder = format!("locks/{product}");
     let now = time::OffsetDateTime::now_utc();
@@ -204,6 +205,8 @@ async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
             continue;
         };
         let row = match serde_json::from_slice::<LeaseRecord>(&v.bytes) {
+            // A finished run leaves its lease behind marked released: not held.
+            Ok(l) if l.released => continue,
             Ok(l) => {
                 let expired = time::OffsetDateTime::parse(
                     &l.expires_at,

@@ -152,7 +152,7 @@ pub async fn execute(cli: &Cli) -> Result<Outcome> {
 /// One input, with its run record; a failure keeps its error, which main prints
 /// with its chain and maps to the exit code.
 async fn run_single(cfg: &Config) -> Result<Outcome> {
-    let (result, _line) = crate::inbox::land_one(cfg, None, false).await;
+    let (result, _line) = crate::inbox::land_one(cfg, None, false, None).await;
     Ok(Outcome::Summary(Box::new(result?)))
 }
 

@@ -1,7 +1,8 @@
 //! `landing run --inbox`: land every input of a folder or S3 prefix (DESIGN.md
 //! section 6). Each input goes through [`pipeline::run`], the single-input contract
 //! with its own lease, on a per-input copy of the configuration; up to `--jobs` at
-//! once. One input's refusal, failure or busy lease never stops the others.
+//! once (cheap-skip checks, which hold no input, up to 16 at once). One input's
+//! refusal, failure or busy lease never stops the others.
 //!
 //! **Cheap skips.** Before running an input, the checkpoint is read (no lease: this
 //! reads only) and the input skipped without being read when the listing's size and
@@ -31,6 +32,10 @@ use crate::store::local::LocalStore;
 use crate::store::s3::S3Store;
 use crate::store::{Listed, Store};
 use crate::summary::{Action, Summary};
+
+/// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
+/// full runs are bounded by `--jobs` on top of this.
+const CHEAP_CONCURRENCY: usize = 16;
 
 /// How often a line reports the inbox's progress when there is no terminal.
 const LOG_EVERY: Duration = Duration::from_secs(30);
@@ -210,6 +215,7 @@ pub async fn land_one(
     cfg: &Config,
     lake: Option<&Arc<dyn Store>>,
     try_cheap: bool,
+    full_runs: Option<&tokio::sync::Semaphore>,
 ) -> (Result<Summary>, Value) {
     let ((result, cheap), trace) = history::traced(async {
         if try_cheap {
@@ -233,6 +239,11 @@ pub async fn land_one(
                 }
             }
         }
+        // Only full runs count against --jobs: a cheap skip holds no input in memory.
+        let _permit = match full_runs {
+            Some(sem) => sem.acquire().await.ok(),
+            None => None,
+        };
         (pipeline::run(cfg).await, false)
     })
     .await;
@@ -378,7 +389,10 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
     let stop = Arc::new(AtomicI32::new(0));
     let listener = tokio::spawn(listen_for_stop(stop.clone()));
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..ic.jobs.min(inputs.len().max(1)) {
+    let full_runs = Arc::new(tokio::sync::Semaphore::new(ic.jobs));
+    let checkers = ic.jobs.max(CHEAP_CONCURRENCY).min(inputs.len().max(1));
+    for _ in 0..checkers {
+        let full_runs = full_runs.clone();
         let (inputs, next, finished, totals, progress, lake, ic, stop) = (
             inputs.clone(),
             next.clone(),
@@ -400,7 +414,7 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
                 cfg.input = input_location(&ic.inbox, &listed.name);
                 cfg.input_name = listed.name.clone();
                 cfg.input_meta = Some(listed.meta.clone());
-                let (_, line) = land_one(&cfg, lake.as_ref(), !ic.rehash).await;
+                let (_, line) = land_one(&cfg, lake.as_ref(), !ic.rehash, Some(&full_runs)).await;
                 let action = line["action"].as_str().unwrap_or("failed").to_owned();
                 totals
                     .lock()

@@ -5,6 +5,7 @@
 //!
 //! usage: s3_baseline BUCKET KEY PART_SIZE_MIB CONCURRENCY
 //!        s3_baseline --upload BUCKET KEY FILE   (create the bucket, upload FILE)
+//!        s3_baseline --upload-dir BUCKET PREFIX DIR   (every file of DIR under PREFIX/)
 //! (endpoint and credentials from the AWS standard chain; path-style addressing)
 
 use std::time::Instant;
@@ -22,6 +23,9 @@ async fn main() -> Result<(), BoxError> {
     if let [_, flag, bucket, key, file] = args.as_slice() {
         if flag == "--upload" {
             return upload(bucket, key, file).await;
+        }
+        if flag == "--upload-dir" {
+            return upload_dir(bucket, key, file).await;
         }
     }
     let [_, bucket, key, part_mib, conc] = args.as_slice() else {
@@ -137,5 +141,37 @@ async fn upload(bucket: &str, key: &str, file: &str) -> Result<(), BoxError> {
         .body(body)
         .send()
         .await?;
+    Ok(())
+}
+
+/// Benchmark setup: a bucket holding every file of `dir` under `prefix/`, 16 at once.
+async fn upload_dir(bucket: &str, prefix: &str, dir: &str) -> Result<(), BoxError> {
+    let client = client().await;
+    let _ = client.create_bucket().bucket(bucket).send().await;
+    let mut tasks = JoinSet::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .ok_or("no name")?
+            .to_string_lossy()
+            .into_owned();
+        while tasks.len() >= 16 {
+            tasks.join_next().await.ok_or("join")???;
+        }
+        let (c, b, k) = (
+            client.clone(),
+            bucket.to_owned(),
+            format!("{prefix}/{name}"),
+        );
+        tasks.spawn(async move {
+            let body = ByteStream::from_path(&path).await?;
+            c.put_object().bucket(b).key(k).body(body).send().await?;
+            Ok::<_, BoxError>(())
+        });
+    }
+    while let Some(t) = tasks.join_next().await {
+        t??;
+    }
     Ok(())
 }

@@ -29,6 +29,69 @@ pub struct Checkpoint {
     pub committed_at: String,
     pub run_id: String,
     pub job_version: String,
+    /// The input's size and identity when it was landed (cheap skips of inbox runs).
+    /// Absent in checkpoints written before it existed: such an input is read once
+    /// and its checkpoint upgraded.
+    #[serde(flatten)]
+    pub input: InputIdentity,
+}
+
+/// The input's listed size and identity, recorded beside its hash: the ETag on S3;
+/// on a local disk the modification time, inode and change time, which no tool can
+/// set back together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputIdentity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_etag: Option<String>,
+    /// Nanoseconds since the epoch (64 bits: serde cannot flatten 128-bit integers,
+    /// and they last until 2262).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_mtime_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_ino: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_ctime_ns: Option<i64>,
+}
+
+impl InputIdentity {
+    /// The identity of an input as listed (or headed) before it was read.
+    pub fn of(meta: Option<&ObjectMeta>) -> Self {
+        let Some(m) = meta else {
+            return InputIdentity::default();
+        };
+        let size = Some(m.size);
+        match &m.version {
+            Version::ETag(e) => InputIdentity {
+                input_size: size,
+                input_etag: Some(e.clone()),
+                ..InputIdentity::default()
+            },
+            Version::File {
+                mtime_ns,
+                ino,
+                ctime_ns,
+            } => InputIdentity {
+                input_size: size,
+                input_mtime_ns: i64::try_from(*mtime_ns).ok(),
+                input_ino: Some(*ino),
+                input_ctime_ns: i64::try_from(*ctime_ns).ok(),
+                ..InputIdentity::default()
+            },
+        }
+    }
+
+    /// Is `meta` the input this identity recorded? Only a complete record can say
+    /// yes: a size plus an ETag, or a size plus mtime, inode and ctime.
+    pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        let complete = self.input_size.is_some()
+            && (self.input_etag.is_some()
+                || (self.input_mtime_ns.is_some()
+                    && self.input_ino.is_some()
+                    && self.input_ctime_ns.is_some()));
+        complete && *self == InputIdentity::of(Some(meta))
+    }
 }
 
 /// The published object's version marker, as checkpoint fields: the ETag on S3;
@@ -138,6 +201,35 @@ pub async fn write(
         .map(|_| ())
 }
 
+/// Record the input's identity in a checkpoint that describes the same bytes but
+/// lacks it or holds an older one (a checkpoint from before the fields existed, or an
+/// input touched without changing): replaces only the version read at the start, and
+/// a failure only means the next run reads the input again.
+pub async fn upgrade_identity(
+    store: &dyn Store,
+    key: &str,
+    cur: &Current,
+    meta: Option<&ObjectMeta>,
+) {
+    let Some(meta) = meta else { return };
+    if cur.record.input.matches(meta) {
+        return;
+    }
+    let mut record = cur.record.clone();
+    record.input = InputIdentity::of(Some(meta));
+    match write(store, key, &record, Some(&cur.version)).await {
+        Ok(()) => tracing::info!(
+            location = %store.location(key),
+            "checkpoint upgraded with the input's size and identity"
+        ),
+        Err(e) => tracing::warn!(
+            location = %store.location(key),
+            error = %e,
+            "could not record the input's identity in the checkpoint; the next run reads the input again"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +252,7 @@ mod tests {
             committed_at: "2026-01-01T00:00:00Z".into(),
             run_id: "r".into(),
             job_version: "0".into(),
+            input: InputIdentity::default(),
         }
     }
 
@@ -201,6 +294,66 @@ mod tests {
             !c.matches(&file(5, 7, 9)),
             "a record without a change marker never matches"
         );
+    }
+
+    #[test]
+    fn input_identity_is_optional_and_complete_or_nothing() {
+        let mut c = record();
+        let old = serde_json::to_value(&c).unwrap();
+        assert!(
+            old.get("input_size").is_none(),
+            "absent fields are not written"
+        );
+        let back: Checkpoint = serde_json::from_value(old).unwrap();
+        assert_eq!(back.input, InputIdentity::default());
+        let meta = ObjectMeta {
+            size: 7,
+            version: Version::ETag("\"x\"".into()),
+        };
+        assert!(!c.input.matches(&meta), "an old checkpoint never matches");
+        c.input = InputIdentity::of(Some(&meta));
+        assert!(c.input.matches(&meta));
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["input_size"], 7);
+        assert_eq!(v["input_etag"], "\"x\"");
+        let back: Checkpoint = serde_json::from_value(v).unwrap();
+        assert!(back.input.matches(&meta));
+        assert!(!back.input.matches(&ObjectMeta {
+            size: 8,
+            ..meta.clone()
+        }));
+        assert!(!back.input.matches(&ObjectMeta {
+            version: Version::ETag("\"y\"".into()),
+            ..meta
+        }));
+    }
+
+    #[test]
+    fn local_identity_round_trips_through_a_file() {
+        let mut c = record();
+        let file = |mtime_ns, ino, ctime_ns| ObjectMeta {
+            size: 7,
+            version: Version::File {
+                mtime_ns,
+                ino,
+                ctime_ns,
+            },
+        };
+        let meta = file(1_764_000_000_123_456_789, 42, 1_764_000_000_223_456_789);
+        c.input = InputIdentity::of(Some(&meta));
+        let bytes = serde_json::to_vec_pretty(&c).unwrap();
+        let back: Checkpoint = serde_json::from_slice(&bytes).unwrap();
+        assert!(back.input.matches(&meta));
+        // A same-size copy with the mtime set back (`cp -p`) is another input.
+        assert!(!back.input.matches(&file(
+            1_764_000_000_123_456_789,
+            43,
+            1_764_000_000_223_456_789
+        )));
+        // A record with the mtime only (not complete) never matches.
+        let mut partial = back.input.clone();
+        partial.input_ino = None;
+        assert!(!partial.matches(&meta));
     }
 
     #[test]

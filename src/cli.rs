@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{CommonArgs, Config, DrillArgs, DrillConfig, LogFormat, RunArgs};
+use crate::config::{
+    AuditArgs, AuditConfig, CommonArgs, Config, DrillArgs, DrillConfig, LogFormat, RunArgs, RunPlan,
+};
 use crate::error::{Error, Result};
 use crate::pipeline;
 use crate::summary::Summary;
@@ -22,7 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Land one input: publish it, skip it (unchanged) or refuse it.
+    /// Land one input (--input) or every input of an inbox (--inbox): publish,
+    /// skip (unchanged) or refuse each.
     Run(RunArgs),
     /// Validate one input exactly as `run` would, writing nothing anywhere.
     Check(CommonArgs),
@@ -30,6 +33,31 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Rehearse the crash diagram against a store (scratch namespace under the lake).
     Drill(DrillArgs),
+    /// Show the lake: one row per checkpointed input, leases held, staging leftovers
+    /// (or one input's run history). Reads only.
+    Status(StatusArgs),
+    /// Check every checkpoint against its published object (--deep: read and check
+    /// every line). Exit 0 clean, 1 with one line per finding. Reads only.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub audit: AuditArgs,
+    /// Show the run records of this input name, newest first.
+    #[arg(long)]
+    pub history: Option<String>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub audit: AuditArgs,
+    /// Also read every published object: line count, canonical lines, unique
+    /// event ids, quarantine record count.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -59,6 +87,8 @@ impl Cli {
             Command::Check(c) => c.log_format,
             Command::Generate(_) => LogFormat::Text,
             Command::Drill(d) => d.log_format,
+            Command::Status(s) => s.audit.log_format,
+            Command::Verify(v) => v.audit.log_format,
         }
     }
 
@@ -68,6 +98,8 @@ impl Cli {
             Command::Check(c) => &c.log_level,
             Command::Generate(g) => &g.log_level,
             Command::Drill(d) => &d.log_level,
+            Command::Status(s) => &s.audit.log_level,
+            Command::Verify(v) => &v.audit.log_level,
         }
     }
 }
@@ -77,14 +109,24 @@ pub enum Outcome {
     Summary(Box<Summary>),
     Generated,
     Drill(Box<crate::drill::Report>, bool),
+    /// Output already printed (inbox runs, status, verify); exit with this code.
+    Exit(i32),
 }
 
 /// Run the parsed command; the summary is printed by the caller.
 pub async fn execute(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
-        Command::Run(args) => Ok(Outcome::Summary(Box::new(
-            pipeline::run(&Config::for_run(args)?).await?,
-        ))),
+        Command::Run(args) => {
+            let plan = RunPlan::from_args(args)?;
+            if args.dry_run {
+                println!("{}", plan.to_json());
+                return Ok(Outcome::Exit(crate::EXIT_OK));
+            }
+            match plan {
+                RunPlan::Single(cfg) => run_single(&cfg).await,
+                RunPlan::Inbox(ic) => Ok(Outcome::Exit(crate::inbox::run(&ic).await?)),
+            }
+        }
         Command::Check(args) => Ok(Outcome::Summary(Box::new(
             pipeline::check(&Config::for_check(args)?).await?,
         ))),
@@ -94,7 +136,24 @@ pub async fn execute(cli: &Cli) -> Result<Outcome> {
             let report = crate::drill::drill(&cfg).await?;
             Ok(Outcome::Drill(Box::new(report), cfg.json))
         }
+        Command::Status(s) => {
+            let cfg = AuditConfig::from_args(&s.audit)?;
+            Ok(Outcome::Exit(
+                crate::audit::status(&cfg, s.history.as_deref()).await?,
+            ))
+        }
+        Command::Verify(v) => {
+            let cfg = AuditConfig::from_args(&v.audit)?;
+            Ok(Outcome::Exit(crate::audit::verify(&cfg, v.deep).await?))
+        }
     }
+}
+
+/// One input, with its run record; a failure keeps its error, which main prints
+/// with its chain and maps to the exit code.
+async fn run_single(cfg: &Config) -> Result<Outcome> {
+    let (result, _line) = crate::inbox::land_one(cfg, None, false, None).await;
+    Ok(Outcome::Summary(Box::new(result?)))
 }
 
 fn generate(g: &GenerateArgs) -> Result<()> {

@@ -167,9 +167,9 @@ impl std::fmt::Display for CrashPoint {
 /// Options shared by `run` and `check`.
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
-    /// Input: a local path or s3://bucket/key.
+    /// Input: a local path or s3://bucket/key (`run` takes --inbox instead for many).
     #[arg(long, env = "LANDING_INPUT")]
-    pub input: String,
+    pub input: Option<String>,
 
     /// Product name; selects the event contract and the lake prefixes.
     #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
@@ -224,6 +224,51 @@ pub struct RunArgs {
     /// Test switch: pause at a named point until a line arrives on stdin.
     #[arg(long, env = "LANDING_PAUSE_AT", hide = true, value_enum)]
     pub pause_at: Option<PausePoint>,
+    #[command(flatten)]
+    pub inbox: InboxArgs,
+
+    /// Validate the whole configuration (flags and LANDING_* variables), print the
+    /// resolved settings as one JSON line (no secrets) and exit 0, touching no store.
+    #[arg(long, env = "LANDING_DRY_RUN")]
+    pub dry_run: bool,
+}
+
+/// Options of an inbox run (`landing run --inbox`), DESIGN.md section 6.
+#[derive(Debug, Clone, Args)]
+pub struct InboxArgs {
+    /// Land every file directly under this folder or s3://bucket/prefix/ (no recursion)
+    /// instead of one --input.
+    #[arg(long, env = "LANDING_INBOX")]
+    pub inbox: Option<String>,
+
+    /// Only names matching this glob (`*` any run of characters, `?` one character).
+    #[arg(long = "match", env = "LANDING_MATCH", default_value = "*.jsonl")]
+    pub pattern: String,
+
+    /// Only inputs whose last modification is at least this many seconds old.
+    #[arg(long, env = "LANDING_MIN_AGE", default_value_t = 0)]
+    pub min_age: u64,
+
+    /// Inputs landed at once; memory is bounded by N times one run's budget.
+    #[arg(long, env = "LANDING_JOBS", default_value_t = 1)]
+    pub jobs: usize,
+
+    /// Take only shard I of N (`I/N`, 0 <= I < N) by a stable hash of the input name.
+    #[arg(long, env = "LANDING_SHARD", conflicts_with = "shards")]
+    pub shard: Option<String>,
+
+    /// Number of shards in a Kubernetes Indexed Job; I comes from JOB_COMPLETION_INDEX.
+    #[arg(long, env = "LANDING_SHARDS")]
+    pub shards: Option<u64>,
+
+    /// The pod's index in an Indexed Job (set by Kubernetes).
+    #[arg(long, env = "JOB_COMPLETION_INDEX", hide = true)]
+    pub job_completion_index: Option<u64>,
+
+    /// Read and hash every input, even one whose listed size and identity equal the
+    /// checkpoint's (no cheap skips).
+    #[arg(long, env = "LANDING_REHASH")]
+    pub rehash: bool,
 }
 
 /// Options of `landing drill`.
@@ -261,6 +306,74 @@ pub struct DrillArgs {
 
 /// Lease TTL (seconds) of the drill's child runs.
 const DRILL_LEASE_TTL: u64 = 6;
+/// Options of `landing status` and `landing verify` (both only read).
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Lake root: a folder or s3://bucket/prefix.
+    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    pub lake: String,
+
+    /// Product whose checkpoints are examined.
+    #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
+    pub product: String,
+
+    /// Print JSON instead of a table (status) or text lines (verify).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter. (The SDK warns on every GET of an object with a multipart
+    /// checksum, which `verify --deep` reads by design: quiet by default.)
+    #[arg(
+        long,
+        env = "LANDING_LOG_LEVEL",
+        default_value = "warn,aws_sdk_s3::http_response_checksum=error"
+    )]
+    pub log_level: String,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Validated settings of `status` and `verify`.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    pub lake: Location,
+    pub product: String,
+    pub json: bool,
+    pub s3: S3Config,
+}
+
+impl AuditConfig {
+    pub fn from_args(a: &AuditArgs) -> Result<Self> {
+        let ok = !a.product.is_empty()
+            && a.product
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(Error::Config(format!(
+                "--product must match [a-z0-9_-]+, got {:?}",
+                a.product
+            )));
+        }
+        let lake = match Location::parse(&a.lake)? {
+            Location::Local(p) => Location::Local(
+                std::path::absolute(&p)
+                    .map_err(|e| Error::Config(format!("--lake {}: {e}", p.display())))?,
+            ),
+            s3 => s3,
+        };
+        Ok(AuditConfig {
+            lake,
+            product: a.product.clone(),
+            json: a.json,
+            s3: a.s3.to_config(None)?,
+        })
+    }
+}
 
 /// Validated drill settings.
 #[derive(Debug, Clone)]
@@ -467,6 +580,141 @@ pub struct Config {
     pub crash_at: Option<CrashPoint>,
     pub pause_at: Option<PausePoint>,
     pub s3: S3Config,
+    /// The input's size and identity as an inbox listing saw them, recorded in the
+    /// checkpoint for cheap skips (a single-input run asks the store instead).
+    pub input_meta: Option<crate::store::ObjectMeta>,
+}
+
+/// An inbox run: the settings shared by every input plus how inputs are chosen.
+#[derive(Debug, Clone)]
+pub struct InboxConfig {
+    /// Per-input settings; `input` and `input_name` are set for each input.
+    pub base: Config,
+    pub inbox: Location,
+    pub pattern: crate::shard::Glob,
+    pub min_age: Duration,
+    pub jobs: usize,
+    pub shard: Option<crate::shard::Shard>,
+    pub rehash: bool,
+}
+
+/// What `landing run` was asked to do.
+#[derive(Debug, Clone)]
+pub enum RunPlan {
+    Single(Config),
+    Inbox(InboxConfig),
+}
+
+impl RunPlan {
+    /// Validate `landing run`'s arguments (every LANDING_* variable included).
+    pub fn from_args(a: &RunArgs) -> Result<Self> {
+        let i = &a.inbox;
+        match (&a.common.input, &i.inbox) {
+            (Some(_), Some(_)) => Err(Error::Config(
+                "give either --input (one file) or --inbox (a folder or prefix), not both".into(),
+            )),
+            (None, None) => Err(Error::Config(
+                "give --input (one file) or --inbox (a folder or prefix)".into(),
+            )),
+            (Some(input), None) => {
+                if i.shard.is_some() || i.shards.is_some() {
+                    return Err(Error::Config("--shard and --shards need --inbox".into()));
+                }
+                Ok(RunPlan::Single(Config::for_run(
+                    a,
+                    Location::parse(input)?,
+                )?))
+            }
+            (None, Some(inbox)) => {
+                let inbox = match Location::parse(inbox)? {
+                    Location::Local(p) => Location::Local(
+                        std::path::absolute(&p)
+                            .map_err(|e| Error::Config(format!("--inbox {}: {e}", p.display())))?,
+                    ),
+                    s3 => s3,
+                };
+                if i.jobs == 0 || i.jobs > 256 {
+                    return Err(Error::Config("--jobs must be between 1 and 256".into()));
+                }
+                let shard = match (&i.shard, i.shards) {
+                    (Some(s), _) => Some(s.parse::<crate::shard::Shard>().map_err(Error::Config)?),
+                    (None, Some(n)) => {
+                        let index = i.job_completion_index.ok_or_else(|| {
+                            Error::Config(
+                                "--shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job)"
+                                    .into(),
+                            )
+                        })?;
+                        Some(crate::shard::Shard::new(index, n).map_err(Error::Config)?)
+                    }
+                    (None, None) => None,
+                };
+                let base = Config::for_run(a, inbox.clone())?;
+                Ok(RunPlan::Inbox(InboxConfig {
+                    base,
+                    inbox,
+                    pattern: crate::shard::Glob::new(&i.pattern).map_err(Error::Config)?,
+                    min_age: Duration::from_secs(i.min_age),
+                    jobs: i.jobs,
+                    shard,
+                    rehash: i.rehash,
+                }))
+            }
+        }
+    }
+
+    /// The resolved settings as one JSON object (`--dry-run`). Holds no secret: AWS
+    /// credentials never enter the configuration.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let cfg = match self {
+            RunPlan::Single(c) => c,
+            RunPlan::Inbox(i) => &i.base,
+        };
+        let s3 = &cfg.s3;
+        let mode = |m: Option<ChecksumMode>| {
+            m.map(|m| match m {
+                ChecksumMode::WhenSupported => "when_supported",
+                ChecksumMode::WhenRequired => "when_required",
+            })
+        };
+        let mut v = json!({
+            "dry_run": true,
+            "lake": cfg.lake.to_string(),
+            "product": cfg.product,
+            "max_rejected_lines": cfg.max_rejected_lines,
+            "max_line_bytes": cfg.max_line_bytes,
+            "lease_ttl": cfg.lease_ttl.as_secs(),
+            "sweep_age": cfg.sweep_age.as_secs(),
+            "progress": format!("{:?}", cfg.progress).to_lowercase(),
+            "s3": {
+                "force_path_style": s3.force_path_style,
+                "part_size_mib": s3.part_size >> 20,
+                "upload_concurrency": s3.upload_concurrency,
+                "copy_threshold": s3.copy_threshold,
+                "max_attempts": s3.max_attempts,
+                "operation_timeout": s3.operation_timeout.as_secs(),
+                "read_timeout": s3.read_timeout.as_secs(),
+                "request_checksum": mode(s3.request_checksum),
+                "response_checksum": mode(s3.response_checksum),
+            },
+        });
+        match self {
+            RunPlan::Single(c) => {
+                v["input"] = json!(c.input.to_string());
+                v["input_name"] = json!(c.input_name);
+            }
+            RunPlan::Inbox(i) => {
+                v["inbox"] = json!(i.inbox.to_string());
+                v["match"] = json!(i.pattern.as_str());
+                v["min_age"] = json!(i.min_age.as_secs());
+                v["jobs"] = json!(i.jobs);
+                v["shard"] = json!(i.shard.map(|s| s.to_string()));
+                v["rehash"] = json!(i.rehash);
+            }
+        }
+        v
+    }
 }
 
 const MIN_PART: u64 = 5;
@@ -535,13 +783,23 @@ pub fn input_name(input: &Location) -> Result<String> {
 }
 
 impl Config {
-    fn from_common(c: &CommonArgs, lake: Location, crash_at: Option<CrashPoint>) -> Result<Self> {
+    fn from_common(
+        c: &CommonArgs,
+        input: Location,
+        lake: Location,
+        crash_at: Option<CrashPoint>,
+        is_inbox: bool,
+    ) -> Result<Self> {
         validate_product(&c.product)?;
         if c.max_line_bytes == 0 {
             return Err(Error::Config("--max-line-bytes must be at least 1".into()));
         }
-        let input = Location::parse(&c.input)?;
-        let input_name = input_name(&input)?;
+        // An inbox: each input's name is set when it is listed.
+        let input_name = if is_inbox {
+            String::new()
+        } else {
+            input_name(&input)?
+        };
         Ok(Config {
             input,
             input_name,
@@ -555,11 +813,13 @@ impl Config {
             crash_at,
             pause_at: None,
             s3: c.s3.to_config(crash_at)?,
+            input_meta: None,
         })
     }
 
-    /// Configuration of `landing run`.
-    pub fn for_run(a: &RunArgs) -> Result<Self> {
+    /// Configuration of `landing run` for `input` (one file, or an inbox whose
+    /// inputs are filled in one by one).
+    pub fn for_run(a: &RunArgs, input: Location) -> Result<Self> {
         let lake = match Location::parse(&a.lake)? {
             // Checkpoints record where they published; `lake` and `./lake` must name
             // the same place, so a local lake is made absolute once, here.
@@ -569,7 +829,8 @@ impl Config {
             ),
             s3 => s3,
         };
-        let mut cfg = Self::from_common(&a.common, lake, a.crash_at)?;
+        let is_inbox = a.inbox.inbox.is_some();
+        let mut cfg = Self::from_common(&a.common, input, lake, a.crash_at, is_inbox)?;
         if a.lease_ttl == 0 {
             return Err(Error::Config(
                 "--lease-ttl must be at least 1 second".into(),
@@ -593,7 +854,17 @@ impl Config {
 
     /// Configuration of `landing check`: no lake, nothing written.
     pub fn for_check(c: &CommonArgs) -> Result<Self> {
-        Self::from_common(c, Location::Local(PathBuf::new()), None)
+        let input = c
+            .input
+            .as_deref()
+            .ok_or_else(|| Error::Config("check needs --input".into()))?;
+        Self::from_common(
+            c,
+            Location::parse(input)?,
+            Location::Local(PathBuf::new()),
+            None,
+            false,
+        )
     }
 }
 
@@ -692,7 +963,10 @@ mod tests {
         let crate::cli::Command::Run(run) = run.command else {
             panic!("not a run")
         };
-        let c = Config::for_run(&run).unwrap().s3;
+        let RunPlan::Single(c) = RunPlan::from_args(&run).unwrap() else {
+            panic!("not a single-input run")
+        };
+        let c = c.s3;
         let p = &d.s3;
         assert_eq!(
             (

@@ -214,6 +214,11 @@ impl Scratch {
         ] {
             self.store.delete(key).await?;
         }
+        // The child runs' records (runs/<product>/<name>/<run id>.json).
+        let runs = crate::history::records_folder("progress", NAME);
+        for f in self.store.list(&runs).await?.files {
+            self.store.delete(&format!("{runs}/{}", f.name)).await?;
+        }
         Ok(())
     }
 }

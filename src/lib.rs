@@ -27,10 +27,18 @@
 //!   is fenced on what the run saw when it decided (probed per store on S3).
 //! - [`summary`]: the one-line JSON summary printed on stdout.
 //! - [`progress`]: progress bar on a terminal, periodic log lines otherwise.
+//! - [`inbox`]: `landing run --inbox`: lists an inbox, skips unchanged inputs
+//!   cheaply, lands the others through [`pipeline::run`] up to `--jobs` at once,
+//!   prints a line per input and the totals.
+//! - [`shard`]: the `--match` glob and the fixed `--shard I/N` hash of input names.
+//! - [`history`]: run records under `runs/` and the per-stage timing collector the
+//!   pipeline fills.
+//! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake.
 //! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.
 //! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
 //! - [`error`]: the public error enum.
 
+pub mod audit;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
@@ -38,10 +46,13 @@ pub mod contract;
 pub mod drill;
 pub mod error;
 pub mod generate;
+pub mod history;
 pub mod identity;
+pub mod inbox;
 pub mod lease;
 pub mod pipeline;
 pub mod progress;
+pub mod shard;
 pub mod store;
 pub mod summary;
 
@@ -57,6 +68,11 @@ pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_REFUSED: i32 = 65;
 /// Exit code: another run holds the lease (sysexits EX_TEMPFAIL).
 pub const EXIT_BUSY: i32 = 75;
+
+/// Exit code of an inbox run stopped by SIGTERM (128 + 15).
+pub const EXIT_SIGTERM: i32 = 143;
+/// Exit code of an inbox run stopped by SIGINT (128 + 2).
+pub const EXIT_SIGINT: i32 = 130;
 
 /// Version recorded in checkpoints.
 pub const JOB_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -56,6 +56,7 @@ fn main() -> ExitCode {
             ExitCode::from(summary.exit_code() as u8)
         }
         Ok(cli::Outcome::Generated) => ExitCode::SUCCESS,
+        Ok(cli::Outcome::Exit(code)) => ExitCode::from(code as u8),
         Ok(cli::Outcome::Drill(report, json)) => {
             if json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());

@@ -2,15 +2,24 @@
 //! otherwise a log line every few seconds so CronJob logs show the run is alive.
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::Progress as Mode;
 
 /// Inputs smaller than this finish before a bar is worth drawing.
 const MIN_BAR_BYTES: u64 = 4 << 20;
 const LOG_EVERY: Duration = Duration::from_secs(5);
+
+static MULTI: OnceLock<MultiProgress> = OnceLock::new();
+
+/// The shared set of bars of an inbox run: once asked for, every byte bar is drawn
+/// under the inbox's bar instead of on its own.
+pub fn multi() -> &'static MultiProgress {
+    MULTI.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+}
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -37,7 +46,10 @@ impl Progress {
             .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(stage);
-            bar
+            match MULTI.get() {
+                Some(multi) => multi.add(bar),
+                None => bar,
+            }
         });
         let now = Instant::now();
         Progress {

@@ -711,6 +711,43 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
 }
 
 // ---------------------------------------------------------------------------------
+/// `list` shows one level: the files directly under a folder with the size and
+/// identity `head` reports, sub-folders by name, nothing deeper; a missing folder is
+/// empty. (Pagination past 1,000 keys: tests/inbox.rs.)
+async fn list_shows_one_level_with_identity(fx: &Fixture) {
+    let store = fx.store();
+    for (key, body) in [
+        ("inbox/b.jsonl", &b"bb"[..]),
+        ("inbox/a.jsonl", b"a"),
+        ("inbox/sub/c.jsonl", b"ccc"),
+        ("inboxes/d.jsonl", b"d"),
+    ] {
+        store
+            .put_small(key, Bytes::from_static(body), Condition::None)
+            .await
+            .expect("put");
+    }
+    let listing = store.list("inbox").await.expect("list");
+    let names: Vec<&str> = listing.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["a.jsonl", "b.jsonl"], "{listing:?}");
+    assert_eq!(listing.folders, ["sub"]);
+    for f in &listing.files {
+        let head = store
+            .head(&format!("inbox/{}", f.name))
+            .await
+            .expect("head")
+            .expect("exists");
+        assert_eq!(f.meta, head, "{}", f.name);
+        assert!(f.modified_ns > 0);
+    }
+    assert_eq!(store.list("inbox/").await.expect("list").files.len(), 2);
+    let empty = store.list("nothing/here").await.expect("list missing");
+    assert!(empty.files.is_empty() && empty.folders.is_empty());
+    let root = store.list("").await.expect("list root");
+    assert!(root.files.is_empty(), "{root:?}");
+    assert!(root.folders.contains(&"inbox".to_owned()), "{root:?}");
+}
+
 // One test per (backend, case).
 
 /// `mod $module { $case... }`: one `#[tokio::test]` per case on `$backend`.
@@ -772,6 +809,7 @@ conformance! {
     multipart_copy_promotion_round_trips,
     odd_keys_round_trip,
     sweep_removes_only_old_leftovers_of_other_runs,
+    list_shows_one_level_with_identity,
 }
 
 s3_only! {

@@ -203,11 +203,28 @@ fn lease_options(cfg: &Config) -> LeaseOptions {
 /// `landing run`: land one input under the run contract.
 pub async fn run(cfg: &Config) -> Result<Summary> {
     let run_id = new_run_id();
+    crate::history::begin(&run_id);
+    let span =
+        tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %cfg.input);
+    // Instrumented, not entered: inbox runs land several inputs at once on one runtime.
+    tracing::Instrument::instrument(run_in_span(cfg, run_id), span).await
+}
+
+async fn run_in_span(cfg: &Config, run_id: String) -> Result<Summary> {
     let input_location = cfg.input.to_string();
-    let span = tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %input_location);
-    let _enter = span.enter();
     let mut signals = Signals::install(&input_location)?;
     let (input, input_key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
+    // The input's identity before it is read, recorded in the checkpoint for cheap skips.
+    let with_meta;
+    let cfg = match &cfg.input_meta {
+        Some(_) => cfg,
+        None => {
+            let mut c = cfg.clone();
+            c.input_meta = input.head(&input_key).await.ok().flatten();
+            with_meta = c;
+            &with_meta
+        }
+    };
     if let Location::Local(dir) = &cfg.lake {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))
@@ -220,6 +237,7 @@ pub async fn run(cfg: &Config) -> Result<Summary> {
     let lease = Lease::acquire(lake.clone(), &layout.lock, &run_id, lease_options(cfg))
         .await
         .at(Step::Lease, &input_location)?;
+    crate::history::lap("lease");
     let ctx = Ctx {
         cfg,
         run_id,
@@ -291,12 +309,14 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     .map_err(at(Step::Sweep))?;
     // What readers see now is the condition of our promotion (the fence).
     let seen = Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint))?;
+    crate::history::lap("prepare");
     if let Some(cur) = &prior {
         if let Some(summary) = try_skip(ctx, cur, seen.raw.as_ref()).await? {
             return Ok(Decision::Done(Box::new(summary)));
         }
     }
     let streamed = stream(ctx, lease).await?;
+    crate::history::lap("stream");
     if let Some(refusal) = streamed.refusal.clone() {
         return refuse(ctx, streamed, refusal)
             .await
@@ -306,6 +326,7 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let staged = complete_staging(ctx, streamed, seen, prior)
         .await
         .map_err(at(Step::Stage))?;
+    crate::history::lap("stage");
     crash_point(ctx.cfg, CrashPoint::AfterStaging);
     Ok(Decision::Publish(Box::new(staged)))
 }
@@ -319,13 +340,16 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
     let published = publish(ctx, lease, staged)
         .await
         .map_err(at(Step::Publish))?;
+    crate::history::lap("promote");
     crash_point(ctx.cfg, CrashPoint::AfterPublish);
     lease.ensure_held().map_err(at(Step::Checkpoint))?;
     let moved = commit(ctx, staged, &published)
         .await
         .map_err(at(Step::Checkpoint))?;
+    crate::history::lap("checkpoint");
     crash_point(ctx.cfg, CrashPoint::AfterCheckpoint);
     cleanup(ctx, staged).await;
+    crate::history::lap("cleanup");
     Ok(published_summary(ctx, staged, moved))
 }
 
@@ -333,10 +357,13 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
 /// released by the caller) and say so.
 async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) -> Result<Summary> {
     warn!(signal = ?signal, "interrupted before the publish; removing this run's staging");
-    for s in staged
+    // Collected first: a closure-built iterator held across an await makes the run's
+    // future not `Send`, and inbox runs spawn one task per input.
+    let stagings: Vec<&Staged> = staged
         .into_iter()
         .flat_map(|s| std::iter::once(&s.data).chain(&s.quarantine))
-    {
+        .collect();
+    for s in stagings {
         if let Err(e) = ctx.lake.discard(s).await {
             warn!(error = %e, "could not remove staging; a later run sweeps it");
         }
@@ -420,6 +447,8 @@ async fn try_skip(
         info!(input_sha256 = %sha, previous_sha256 = %rec.input_sha256, "input changed since the last publish");
         return Ok(None);
     }
+    let key = &ctx.layout.checkpoint;
+    checkpoint::upgrade_identity(&*ctx.lake, key, cur, ctx.cfg.input_meta.as_ref()).await;
     let summary = Summary {
         run_id: ctx.run_id.clone(),
         product: ctx.cfg.product.clone(),
@@ -442,8 +471,10 @@ async fn try_skip(
 
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
+    crate::history::bytes_in(reader.size);
     let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
     let (sha, _) = scan(reader, &ctx.input_location, progress, 0, None, false).await?;
+    crate::history::lap("hash");
     Ok(sha)
 }
 
@@ -465,6 +496,7 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .read(&ctx.input_key)
         .await
         .at(Step::Stream, input)?;
+    crate::history::bytes_in(reader.size);
     let l = &ctx.layout;
     let data = ctx
         .lake
@@ -604,6 +636,7 @@ async fn complete_staging(
         Some(q) => Some(q.complete().await?),
         None => None,
     };
+    crate::history::bytes_out(data.size + quarantine.as_ref().map_or(0, |q| q.size));
     Ok(StagedRun {
         sha256: s.sha256,
         counts: s.counts,
@@ -667,6 +700,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
             .unwrap_or_default(),
         run_id: ctx.run_id.clone(),
         job_version: crate::JOB_VERSION.to_owned(),
+        input: checkpoint::InputIdentity::of(ctx.cfg.input_meta.as_ref()),
     };
     let key = &ctx.layout.checkpoint;
     match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {

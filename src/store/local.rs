@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Condition, CopyFence, Expect, ObjectMeta, ObjectReader, StageSpec, Staged, Store, Sweep,
-    SweepReport, SweepSpec, Upload, Version, Versioned,
+    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, StageSpec, Staged,
+    Store, Sweep, SweepReport, SweepSpec, Upload, Version, Versioned,
 };
 use crate::error::{Error, Result};
 
@@ -166,7 +166,11 @@ fn cas_guard(dest: &Path) -> io::Result<File> {
 
 fn put_small_blocking(dest: &Path, body: &[u8], cond: &Condition) -> io::Result<Option<String>> {
     let (tmp, _tmp_lock) = write_temp(dest, body)?;
-    let _guard = cas_guard(dest)?;
+    // An unconditional write (run records: unique keys) needs no compare-and-swap.
+    let _guard = match cond {
+        Condition::None => None,
+        _ => Some(cas_guard(dest)?),
+    };
     let current = metadata_opt(dest)?;
     let allowed = match (cond, &current) {
         (Condition::None, _) => true,
@@ -301,6 +305,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 impl Store for LocalStore {
     fn location(&self, key: &str) -> String {
         self.root.join(key).display().to_string()
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Listing> {
+        self.list_folder(prefix).await
     }
 
     async fn read(&self, key: &str) -> Result<ObjectReader> {
@@ -508,6 +516,54 @@ impl Upload for LocalUpload {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(self.io_err("remove temp file", e)),
         }
+    }
+}
+
+impl LocalStore {
+    /// [`Store::list`]: the entries of one folder, not descending into sub-folders.
+    /// Symbolic links are followed; other kinds (sockets, fifos) and names that are
+    /// not UTF-8 are left out.
+    async fn list_folder(&self, prefix: &str) -> Result<Listing> {
+        let dir = if prefix.trim_matches('/').is_empty() {
+            self.root.clone()
+        } else {
+            self.path(prefix.trim_matches('/'))?
+        };
+        let store = self.clone();
+        blocking(move || {
+            let mut listing = Listing::default();
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(listing),
+                Err(e) => return Err(store.err("list", &dir, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| store.err("list", &dir, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    tracing::warn!(folder = %dir.display(), "left out an entry whose name is not UTF-8");
+                    continue;
+                };
+                // A file may vanish between read_dir and stat: it is simply not listed.
+                let md = match fs::metadata(entry.path()) {
+                    Ok(md) => md,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(store.err("stat", &entry.path(), e)),
+                };
+                if md.is_dir() {
+                    listing.folders.push(name);
+                } else if md.is_file() {
+                    listing.files.push(Listed {
+                        name,
+                        meta: meta_of(&md),
+                        modified_ns: mtime_ns(&md),
+                    });
+                }
+            }
+            listing.files.sort_by(|a, b| a.name.cmp(&b.name));
+            listing.folders.sort();
+            Ok(listing)
+        })
+        .await
     }
 }
 

@@ -89,6 +89,26 @@ impl std::fmt::Display for CopyFence {
     }
 }
 
+/// One entry of a [`Store::list`]: a file or object directly under the listed folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The name below the listed folder (never holds `/`).
+    pub name: String,
+    /// Size and identity, as [`Store::head`] returns them for this key.
+    pub meta: ObjectMeta,
+    /// Last modification, nanoseconds since the Unix epoch (`--min-age`).
+    pub modified_ns: i128,
+}
+
+/// What lies directly under a folder (local) or `prefix/` (S3, `Delimiter=/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Files (objects), in name order.
+    pub files: Vec<Listed>,
+    /// Sub-folders (common prefixes), names only, in name order.
+    pub folders: Vec<String>,
+}
+
 /// A condition on a small-object write (checkpoint, lease).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Condition {
@@ -168,6 +188,16 @@ pub struct SweepReport {
 pub trait Store: Send + Sync {
     /// Full human-readable location of a key, for messages and summaries.
     fn location(&self, key: &str) -> String;
+
+    /// What lies directly under the folder `prefix` ("" for the root), without
+    /// recursion: files with their size and identity, and sub-folder names. A
+    /// missing folder is an empty listing. S3 pages through `ListObjectsV2`.
+    async fn list(&self, prefix: &str) -> Result<Listing> {
+        Err(crate::Error::Config(format!(
+            "{}: this store cannot list",
+            self.location(prefix)
+        )))
+    }
 
     /// Open `key` for one streaming read. `NotFound` if absent.
     async fn read(&self, key: &str) -> Result<ObjectReader>;

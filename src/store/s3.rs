@@ -76,8 +76,8 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::task::JoinSet;
 
 use super::{
-    Condition, CopyFence, Expect, ObjectMeta, ObjectReader, StageSpec, Staged, Store, Sweep,
-    SweepReport, SweepSpec, Upload, Version, Versioned,
+    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, StageSpec, Staged,
+    Store, Sweep, SweepReport, SweepSpec, Upload, Version, Versioned,
 };
 use crate::config::{ChecksumMode, ConditionalCopy, CrashPoint, S3Config};
 use crate::error::{Error, Result};
@@ -451,6 +451,10 @@ impl S3Store {
 impl Store for S3Store {
     fn location(&self, key: &str) -> String {
         self.loc_full(&self.full_key(key))
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Listing> {
+        self.list_prefix(prefix).await
     }
 
     async fn read(&self, key: &str) -> Result<ObjectReader> {
@@ -1444,6 +1448,82 @@ impl AsyncRead for StallTimeout {
                 }
             }
         }
+    }
+}
+
+impl S3Store {
+    /// [`Store::list`]: `ListObjectsV2` with `Delimiter=/` under `prefix/`, every page
+    /// (1,000 keys each) followed, so sub-"folders" come back as common prefixes and
+    /// are never descended into.
+    async fn list_prefix(&self, prefix: &str) -> Result<Listing> {
+        let folder = match prefix.trim_matches('/') {
+            "" => self.prefix.clone(),
+            p => self.full_key(p),
+        };
+        let under = if folder.is_empty() {
+            String::new()
+        } else {
+            format!("{folder}/")
+        };
+        let loc = self.loc_full(&under);
+        let mut listing = Listing::default();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(&under)
+            .delimiter("/")
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| map_err("ListObjectsV2", &loc, e, Cond::None))?;
+            for object in page.contents() {
+                let Some(name) = object.key().and_then(|k| k.strip_prefix(under.as_str())) else {
+                    continue;
+                };
+                // A zero-byte "folder marker" object named `prefix/` is not an input.
+                if name.is_empty() || name.contains('/') {
+                    continue;
+                }
+                let etag = object
+                    .e_tag()
+                    .ok_or_else(|| protocol("ListObjectsV2", &loc, "an entry carries no ETag"))?;
+                let size = content_length(object.size(), "ListObjectsV2", &loc)?;
+                let modified_ns = object
+                    .last_modified()
+                    .map_or(0, aws_smithy_types::DateTime::as_nanos);
+                listing.files.push(Listed {
+                    name: name.to_owned(),
+                    meta: ObjectMeta {
+                        size,
+                        version: Version::ETag(quoted(etag)),
+                    },
+                    modified_ns,
+                });
+            }
+            for p in page.common_prefixes() {
+                if let Some(name) = p
+                    .prefix()
+                    .and_then(|k| k.strip_prefix(under.as_str()))
+                    .map(|n| n.trim_end_matches('/'))
+                    .filter(|n| !n.is_empty())
+                {
+                    listing.folders.push(name.to_owned());
+                }
+            }
+        }
+        listing.files.sort_by(|a, b| a.name.cmp(&b.name));
+        listing.folders.sort();
+        Ok(listing)
+    }
+}
+
+/// ETags as HeadObject returns them (quoted); some servers list them bare.
+fn quoted(etag: &str) -> String {
+    if etag.starts_with('"') {
+        etag.to_owned()
+    } else {
+        format!("\"{etag}\"")
     }
 }
 

@@ -289,8 +289,17 @@ impl World {
     }
 
     /// Every object under the lake with its bytes and change marker (local mtime, or
-    /// S3 ETag + Last-Modified). The transient lease and local CAS guards are left out.
+    /// S3 ETag + Last-Modified). The transient lease, local CAS guards and the run
+    /// history (`runs/`, written by every run, skips included) are left out: what is
+    /// left is what the run contract speaks about.
     pub fn snapshot(&self) -> BTreeMap<String, (Vec<u8>, String)> {
+        let mut all = self.snapshot_all();
+        all.retain(|k, _| !k.starts_with("runs/"));
+        all
+    }
+
+    /// [`World::snapshot`] with the run history.
+    pub fn snapshot_all(&self) -> BTreeMap<String, (Vec<u8>, String)> {
         let mut out = BTreeMap::new();
         match &self.s3 {
             None => walk(&self.lake_dir(), &self.lake_dir(), &mut out),
@@ -497,4 +506,19 @@ pub fn clean_output(name: &str, input: &[u8]) -> Vec<u8> {
 pub fn checkpoint_sha(w: &World, key: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(&w.get(key)?).expect("checkpoint parses");
     Some(v["input_sha256"].as_str().expect("input_sha256").to_owned())
+}
+
+impl World {
+    /// The raw S3 side of an S3 world (runtime, admin client, bucket), for tests
+    /// that set up or inspect objects the helpers above do not cover.
+    pub fn s3_parts(&self) -> Option<(&tokio::runtime::Runtime, &Client, &str)> {
+        self.s3
+            .as_ref()
+            .map(|s| (&s.rt, &s.client, s.bucket.as_str()))
+    }
+
+    /// The server an S3 world runs against.
+    pub fn server(&self) -> Option<Server> {
+        self.s3.as_ref().map(|s| s.server)
+    }
 }

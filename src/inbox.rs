@@ -1,0 +1,525 @@
+//! `landing run --inbox`: land every input of a folder or S3 prefix (DESIGN.md
+//! section 6). Each input goes through [`pipeline::run`], the single-input contract
+//! with its own lease, on a per-input copy of the configuration; up to `--jobs` at
+//! once (cheap-skip checks, which hold no input, up to 16 at once). One input's
+//! refusal, failure or busy lease never stops the others.
+//!
+//! **Cheap skips.** Before running an input, the checkpoint is read (no lease: this
+//! reads only) and the input skipped without being read when the listing's size and
+//! identity (S3 ETag; local size, mtime, inode, ctime) equal those the checkpoint
+//! recorded with its hash, and the published object it names is intact. Anything else
+//! (no checkpoint, an older checkpoint without those fields, a different identity, a
+//! changed publish, an unreadable checkpoint, `--rehash`) goes to the full run, which
+//! decides under its lease. A cheap skip writes nothing but its run record; staging
+//! leftovers of an input that is only ever skipped are left to the bucket's lifecycle
+//! rule (and swept by the input's next full run).
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tracing::{info, warn};
+
+use crate::checkpoint;
+use crate::config::{Config, InboxConfig, Location, Progress as Mode};
+use crate::error::{Error, Result};
+use crate::history::{self, RunRecord};
+use crate::pipeline::{self, Layout};
+use crate::store::local::LocalStore;
+use crate::store::s3::S3Store;
+use crate::store::{Listed, Store};
+use crate::summary::{Action, Summary};
+
+/// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
+/// full runs are bounded by `--jobs` on top of this.
+const CHEAP_CONCURRENCY: usize = 16;
+
+/// How often a line reports the inbox's progress when there is no terminal.
+const LOG_EVERY: Duration = Duration::from_secs(30);
+
+/// Outcome counts of an inbox run (the totals line).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    pub inputs: u64,
+    pub published: u64,
+    pub skipped: u64,
+    pub refused: u64,
+    pub busy: u64,
+    pub failed: u64,
+    /// Another writer moved the checkpoint or the published object during the run
+    /// (exit 75 like busy); only shown when it happened.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub conflict: u64,
+    /// Stopped by SIGTERM/SIGINT before their publish; only shown when it happened.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub interrupted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Totals {
+    fn add(&mut self, action: &str) {
+        self.inputs += 1;
+        match action {
+            "published" => self.published += 1,
+            "skipped" => self.skipped += 1,
+            "refused" => self.refused += 1,
+            "busy" => self.busy += 1,
+            "conflict" => self.conflict += 1,
+            "interrupted" => self.interrupted += 1,
+            _ => self.failed += 1,
+        }
+    }
+
+    /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
+    /// (or in conflict).
+    pub fn exit_code(&self) -> i32 {
+        if self.failed > 0 {
+            crate::EXIT_FAILURE
+        } else if self.refused > 0 {
+            crate::EXIT_REFUSED
+        } else if self.busy + self.conflict > 0 {
+            crate::EXIT_BUSY
+        } else {
+            crate::EXIT_OK
+        }
+    }
+}
+
+/// Where an input of the inbox lives.
+fn input_location(inbox: &Location, name: &str) -> Location {
+    match inbox {
+        Location::Local(dir) => Location::Local(dir.join(name)),
+        Location::S3 { bucket, key } if key.is_empty() => Location::S3 {
+            bucket: bucket.clone(),
+            key: name.to_owned(),
+        },
+        Location::S3 { bucket, key } => Location::S3 {
+            bucket: bucket.clone(),
+            key: format!("{key}/{name}"),
+        },
+    }
+}
+
+/// The inputs of this run: listed once, filtered, in name order.
+pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
+    let store: Arc<dyn Store> = match &ic.inbox {
+        Location::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
+        Location::S3 { bucket, key } => {
+            Arc::new(S3Store::from_env(bucket, key, &ic.base.s3).await?)
+        }
+    };
+    let listing = store.list("").await?;
+    let files = listing.files.len();
+    let now_ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let min_age_ns = ic.min_age.as_nanos() as i128;
+    let mut young = 0;
+    let inputs: Vec<Listed> = listing
+        .files
+        .into_iter()
+        .filter(|f| {
+            // Hidden names are the job's own temp files; control characters never
+            // make a key.
+            !f.name.starts_with('.') && !f.name.chars().any(char::is_control)
+        })
+        .filter(|f| ic.pattern.matches(&f.name))
+        .filter(|f| ic.shard.is_none_or(|s| s.takes(&f.name)))
+        .filter(|f| {
+            let old_enough = now_ns - f.modified_ns >= min_age_ns;
+            young += usize::from(!old_enough);
+            old_enough
+        })
+        .collect();
+    info!(
+        inbox = %ic.inbox,
+        files,
+        listed = inputs.len(),
+        too_young = young,
+        shard = ic.shard.map(|s| s.to_string()).unwrap_or_default(),
+        "inbox listed"
+    );
+    Ok(inputs)
+}
+
+/// Open the lake shared by the cheap skips and the run records.
+async fn open_lake(cfg: &Config) -> Result<Arc<dyn Store>> {
+    if let Location::Local(dir) = &cfg.lake {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))?;
+    }
+    pipeline::open_store(&cfg.lake, &cfg.s3).await
+}
+
+/// The cheap skip: the listing equals what the checkpoint recorded and the published
+/// object is intact. `None`: run the input in full.
+async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<Option<Summary>> {
+    let layout = Layout::new(&cfg.product, &listed.name);
+    let Some(cur) = checkpoint::read(lake, &layout.checkpoint, &cfg.product, &listed.name).await?
+    else {
+        return Ok(None);
+    };
+    let rec = &cur.record;
+    if !rec.input.matches(&listed.meta) || rec.published_path != lake.location(&layout.raw) {
+        return Ok(None);
+    }
+    match lake.head(&layout.raw).await? {
+        Some(meta) if rec.matches(&meta) => {}
+        _ => return Ok(None),
+    }
+    Ok(Some(Summary {
+        run_id: pipeline::new_run_id(),
+        product: cfg.product.clone(),
+        input: cfg.input.to_string(),
+        input_sha256: rec.input_sha256.clone(),
+        action: Action::Skipped,
+        accepted_rows: rec.accepted_rows,
+        rejected_rows: rec.rejected_rows,
+        duplicate_rows: rec.duplicate_rows,
+        published_path: Some(rec.published_path.clone()),
+        quarantine_path: rec.quarantine_path.clone(),
+        checkpoint_moved: false,
+        reason: None,
+        quarantine_reasons: None,
+        signal: None,
+    }))
+}
+
+/// The stdout line of an input without a summary (busy, conflict or failed), with
+/// section 4's keys.
+fn no_outcome_line(cfg: &Config, run_id: Option<String>, action: &str, error: &str) -> Value {
+    json!({
+        "run_id": run_id,
+        "product": cfg.product,
+        "input": cfg.input.to_string(),
+        "input_sha256": null,
+        "action": action,
+        "accepted_rows": 0,
+        "rejected_rows": 0,
+        "duplicate_rows": 0,
+        "published_path": null,
+        "quarantine_path": null,
+        "checkpoint_moved": false,
+        "error": error,
+    })
+}
+
+/// Land one input: cheap skip or full run, then its run record. Returns the run's
+/// result and its stdout line (section 4's schema; busy, conflict and failed runs
+/// get an `error`).
+pub async fn land_one(
+    cfg: &Config,
+    lake: Option<&Arc<dyn Store>>,
+    try_cheap: bool,
+    full_runs: Option<&tokio::sync::Semaphore>,
+) -> (Result<Summary>, Value) {
+    let ((result, cheap), trace) = history::traced(async {
+        if try_cheap {
+            if let (Some(lake), Some(meta)) = (lake, &cfg.input_meta) {
+                let listed = Listed {
+                    name: cfg.input_name.clone(),
+                    meta: meta.clone(),
+                    modified_ns: 0,
+                };
+                match cheap_skip(&**lake, cfg, &listed).await {
+                    Ok(Some(summary)) => {
+                        history::begin(&summary.run_id);
+                        history::lap("checkpoint-check");
+                        return (Ok(summary), true);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        // The full run reports it properly, under its lease.
+                        tracing::debug!(error = %e, "no cheap skip");
+                    }
+                }
+            }
+        }
+        // Only full runs count against --jobs: a cheap skip holds no input in memory.
+        let _permit = match full_runs {
+            Some(sem) => sem.acquire().await.ok(),
+            None => None,
+        };
+        (pipeline::run(cfg).await, false)
+    })
+    .await;
+    let (line, error) = match &result {
+        Ok(summary) => (serde_json::to_value(summary).unwrap_or(Value::Null), None),
+        Err(e) => {
+            let chain = history::error_chain(e);
+            let action = match e.root() {
+                Error::Busy { .. } => "busy",
+                // Another writer moved what the run decided on: it stopped (exit 75).
+                Error::Conflict(_) => "conflict",
+                _ => "failed",
+            };
+            (
+                no_outcome_line(cfg, trace.run_id(), action, &chain),
+                Some(chain),
+            )
+        }
+    };
+    if cheap {
+        info!(input = %cfg.input, input_sha256 = line["input_sha256"].as_str().unwrap_or(""), action = "skipped", "unchanged since its checkpoint; not read");
+    }
+    // Busy runs reached no outcome and changed nothing: no record (the holder writes one).
+    let action = line["action"].as_str().unwrap_or("failed");
+    if action != "busy" {
+        if let Some(run_id) = trace.run_id() {
+            let opened;
+            let lake = match lake {
+                Some(l) => Some(l),
+                None => {
+                    opened = open_lake(cfg).await.ok();
+                    opened.as_ref()
+                }
+            };
+            match lake {
+                Some(lake) => {
+                    let rec = RunRecord::from_trace(
+                        &trace,
+                        &cfg.product,
+                        &cfg.input_name,
+                        &run_id,
+                        line.clone(),
+                        error,
+                    );
+                    history::write(&**lake, &rec).await;
+                }
+                None => warn!(input = %cfg.input, "lake unreachable; no run record written"),
+            }
+        }
+    }
+    (result, line)
+}
+
+/// Progress over inputs: a bar on a terminal, otherwise a line per input and a
+/// periodic line.
+struct InboxProgress {
+    bar: Option<indicatif::ProgressBar>,
+    total: usize,
+    started: Instant,
+    last_log: Mutex<Instant>,
+}
+
+impl InboxProgress {
+    fn new(total: usize, mode: Mode) -> Self {
+        let show = match mode {
+            Mode::Always => true,
+            Mode::Never => false,
+            Mode::Auto => std::io::stderr().is_terminal(),
+        };
+        let bar = show.then(|| {
+            let multi = crate::progress::multi();
+            let bar = multi.add(indicatif::ProgressBar::new(total as u64));
+            let style = indicatif::ProgressStyle::with_template(
+                "inbox [{bar:30}] {pos}/{len} inputs {per_sec} eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            bar.set_style(style);
+            bar
+        });
+        let now = Instant::now();
+        InboxProgress {
+            bar,
+            total,
+            started: now,
+            last_log: Mutex::new(now),
+        }
+    }
+
+    fn done(&self, n: usize, input: &str, action: &str) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            bar.set_message(format!("{input}: {action}"));
+            return;
+        }
+        info!(input, action, done = n, total = self.total, "input done");
+        let mut last = self.last_log.lock().unwrap_or_else(|p| p.into_inner());
+        if last.elapsed() >= LOG_EVERY {
+            *last = Instant::now();
+            let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+            info!(
+                done = n,
+                total = self.total,
+                inputs_per_sec = format!("{:.1}", n as f64 / secs),
+                "inbox progress"
+            );
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn print_line(v: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
+
+/// `landing run --inbox`: prints one line per input as it finishes, then the totals
+/// line; returns the exit code.
+pub async fn run(ic: &InboxConfig) -> Result<i32> {
+    let inputs = select(ic).await?;
+    let lake = match open_lake(&ic.base).await {
+        Ok(l) => Some(l),
+        Err(e) => {
+            // Every input will fail to connect too, and say so on its own line.
+            warn!(error = %e, "cannot open the lake");
+            None
+        }
+    };
+    let progress = Arc::new(InboxProgress::new(inputs.len(), ic.base.progress));
+    let inputs = Arc::new(inputs);
+    let next = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let totals = Arc::new(Mutex::new(Totals::default()));
+    let ic_shared = Arc::new(ic.clone());
+    // SIGTERM/SIGINT: the runs in flight stop on their own (each listens too); no
+    // input is started after it.
+    let stop = Arc::new(AtomicI32::new(0));
+    let listener = tokio::spawn(listen_for_stop(stop.clone()));
+    let mut workers = tokio::task::JoinSet::new();
+    let full_runs = Arc::new(tokio::sync::Semaphore::new(ic.jobs));
+    let checkers = ic.jobs.max(CHEAP_CONCURRENCY).min(inputs.len().max(1));
+    for _ in 0..checkers {
+        let full_runs = full_runs.clone();
+        let (inputs, next, finished, totals, progress, lake, ic, stop) = (
+            inputs.clone(),
+            next.clone(),
+            finished.clone(),
+            totals.clone(),
+            progress.clone(),
+            lake.clone(),
+            ic_shared.clone(),
+            stop.clone(),
+        );
+        workers.spawn(async move {
+            loop {
+                if stop.load(Ordering::SeqCst) != 0 {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(listed) = inputs.get(i) else { break };
+                let mut cfg = ic.base.clone();
+                cfg.input = input_location(&ic.inbox, &listed.name);
+                cfg.input_name = listed.name.clone();
+                cfg.input_meta = Some(listed.meta.clone());
+                let (_, line) = land_one(&cfg, lake.as_ref(), !ic.rehash, Some(&full_runs)).await;
+                let action = line["action"].as_str().unwrap_or("failed").to_owned();
+                totals
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .add(&action);
+                print_line(&line);
+                let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                progress.done(n, &listed.name, &action);
+            }
+        });
+    }
+    while let Some(joined) = workers.join_next().await {
+        if let Err(e) = joined {
+            // A panicking input is a bug; the others go on, and the run fails.
+            warn!(error = %e, "an inbox worker stopped");
+            totals.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
+        }
+    }
+    listener.abort();
+    progress.finish();
+    let totals = *totals.lock().unwrap_or_else(|p| p.into_inner());
+    let signal = stop.load(Ordering::SeqCst);
+    let mut line = BTreeMap::new();
+    line.insert("inbox", json!(ic.inbox.to_string()));
+    if let Some(s) = ic.shard {
+        line.insert("shard", json!(s.to_string()));
+    }
+    line.insert("totals", json!(totals));
+    if signal != 0 {
+        let left = inputs.len() as u64 - totals.inputs;
+        line.insert("not_started", json!(left));
+        warn!(
+            signal,
+            not_started = left,
+            "stopped by a signal; the next run lands the rest"
+        );
+    }
+    print_line(&json!(line));
+    info!(
+        inputs = totals.inputs,
+        published = totals.published,
+        skipped = totals.skipped,
+        refused = totals.refused,
+        busy = totals.busy,
+        failed = totals.failed,
+        "inbox run finished"
+    );
+    Ok(match signal {
+        libc::SIGTERM => crate::EXIT_SIGTERM,
+        libc::SIGINT => crate::EXIT_SIGINT,
+        _ => totals.exit_code(),
+    })
+}
+
+/// Record the first SIGTERM or SIGINT in `stop`.
+async fn listen_for_stop(stop: Arc<AtomicI32>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        warn!("cannot listen for signals; a stopped pod ends the inbox run abruptly");
+        return;
+    };
+    let got = tokio::select! {
+        _ = term.recv() => libc::SIGTERM,
+        _ = int.recv() => libc::SIGINT,
+    };
+    stop.store(got, Ordering::SeqCst);
+    info!(signal = got, "signal received: no further input is started");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_code_orders_failed_refused_busy() {
+        let mut t = Totals::default();
+        assert_eq!(t.exit_code(), 0);
+        t.add("skipped");
+        t.add("published");
+        assert_eq!(t.exit_code(), 0);
+        t.add("busy");
+        assert_eq!(t.exit_code(), 75);
+        t.add("refused");
+        assert_eq!(t.exit_code(), 65);
+        t.add("failed");
+        assert_eq!(t.exit_code(), 1);
+        assert_eq!(t.inputs, 5);
+    }
+
+    #[test]
+    fn input_locations_join_the_inbox() {
+        let s3 = Location::parse("s3://b/in/").unwrap();
+        assert_eq!(
+            input_location(&s3, "a.jsonl").to_string(),
+            "s3://b/in/a.jsonl"
+        );
+        let root = Location::parse("s3://b").unwrap();
+        assert_eq!(
+            input_location(&root, "a.jsonl").to_string(),
+            "s3://b/a.jsonl"
+        );
+        let local = Location::parse("/in").unwrap();
+        assert_eq!(input_location(&local, "a.jsonl").to_string(), "/in/a.jsonl");
+    }
+}

@@ -1,0 +1,983 @@
+//! End-to-end tests of inbox runs (`landing run --inbox`), sharding, run history,
+//! `landing status` and `landing verify`, through the built binary, each body on a
+//! local lake, SeaweedFS and moto (DESIGN.md sections 6 and 7).
+//!
+//! "Not read" is proven, not inferred: on S3 every request goes through the fault
+//! proxy, which counts GetObject calls on the inbox and fails them all; on a local
+//! inbox an inotify watch on the folder records every open of an input.
+
+mod harness;
+#[path = "harness/proxy.rs"]
+mod proxy;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use aws_sdk_s3::primitives::ByteStream;
+use harness::*;
+use proxy::{Fault, Match, Op, Proxy, Rule};
+use serde_json::Value;
+
+fn day(i: usize) -> String {
+    format!("progress-2026-01-{i:02}.jsonl")
+}
+
+fn input_bytes(i: usize) -> Vec<u8> {
+    generated(200 + i as u64, 100 + i as u64)
+}
+
+/// The `--inbox` argument of a world.
+fn inbox_arg(w: &World) -> String {
+    match w.s3_parts() {
+        None => w.tmp.path().join("inbox").display().to_string(),
+        Some((_, _, bucket)) => format!("s3://{bucket}/inbox/"),
+    }
+}
+
+/// Put a file at `rel` under the inbox (may name a sub-folder).
+fn put_inbox(w: &World, rel: &str, bytes: &[u8]) {
+    match w.s3_parts() {
+        None => {
+            let p = w.tmp.path().join("inbox").join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        Some((rt, client, bucket)) => {
+            rt.block_on(
+                client
+                    .put_object()
+                    .bucket(bucket)
+                    .key(format!("inbox/{rel}"))
+                    .body(ByteStream::from(bytes.to_vec()))
+                    .send(),
+            )
+            .expect("put inbox object");
+        }
+    }
+}
+
+/// What an inbox run printed: one line per input by name, and the totals line.
+struct InboxRun {
+    run: Run,
+    by_name: BTreeMap<String, Value>,
+    totals: Value,
+}
+
+impl InboxRun {
+    fn action(&self, name: &str) -> &str {
+        self.by_name
+            .get(name)
+            .and_then(|l| l["action"].as_str())
+            .unwrap_or("<absent>")
+    }
+
+    fn names_with(&self, action: &str) -> BTreeSet<String> {
+        self.by_name
+            .iter()
+            .filter(|(_, l)| l["action"] == action)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    fn ctx(&self) -> String {
+        format!("stdout:\n{}\nstderr:\n{}", self.run.stdout, self.run.stderr)
+    }
+}
+
+fn parse_inbox(run: Run) -> InboxRun {
+    let mut by_name = BTreeMap::new();
+    let mut totals = Value::Null;
+    for line in run.stdout.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+        if v.get("totals").is_some() {
+            totals = v;
+            continue;
+        }
+        let input = v["input"].as_str().expect("input").to_owned();
+        let name = input.rsplit('/').next().unwrap().to_owned();
+        assert!(
+            by_name.insert(name.clone(), v).is_none(),
+            "two lines for {name}:\n{}",
+            run.stdout
+        );
+    }
+    assert!(
+        totals.is_object(),
+        "no totals line\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    InboxRun {
+        run,
+        by_name,
+        totals,
+    }
+}
+
+/// `landing run --inbox INBOX --lake LAKE ARGS...` with extra environment.
+fn inbox_run(w: &World, args: &[&str], env: &[(&str, &str)]) -> InboxRun {
+    let inbox = inbox_arg(w);
+    let lake = w.lake_arg();
+    let mut all = vec!["run", "--inbox", &inbox, "--lake", &lake];
+    all.extend_from_slice(args);
+    parse_inbox(w.landing(&all, env))
+}
+
+fn totals(r: &InboxRun) -> [u64; 6] {
+    let t = &r.totals["totals"];
+    [
+        "inputs",
+        "published",
+        "skipped",
+        "refused",
+        "busy",
+        "failed",
+    ]
+    .map(|k| {
+        t[k].as_u64()
+            .unwrap_or_else(|| panic!("totals.{k}: {}", r.totals))
+    })
+}
+
+/// Keys of run records of one input.
+fn run_records(w: &World, name: &str) -> Vec<Value> {
+    w.snapshot_all()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(&format!("runs/progress/{name}/")) && k.ends_with(".json"))
+        .map(|(_, (bytes, _))| serde_json::from_slice(&bytes).expect("run record parses"))
+        .collect()
+}
+
+// ------------------------------------------------------------ read watchers
+
+/// Records which inputs a run opened: inotify on a local inbox, the proxy on S3
+/// (where every GetObject on the inbox is also made to fail).
+enum Watch {
+    Local(Inotify),
+    S3(Proxy),
+}
+
+impl Watch {
+    fn start(w: &World) -> Watch {
+        match w.server() {
+            None => Watch::Local(Inotify::new(&w.tmp.path().join("inbox"))),
+            Some(server) => {
+                let proxy = Proxy::start(&server.endpoint());
+                proxy.arm(
+                    Rule::new(
+                        Match::op(Op::GetObject).key_under("inbox/"),
+                        Fault::InternalError,
+                    )
+                    .always(),
+                );
+                Watch::S3(proxy)
+            }
+        }
+    }
+
+    /// Environment routing the job through the proxy (S3), nothing locally.
+    fn env(&self) -> Vec<(String, String)> {
+        match self {
+            Watch::Local(_) => Vec::new(),
+            Watch::S3(p) => vec![
+                ("AWS_ENDPOINT_URL".into(), p.url()),
+                ("LANDING_S3_MAX_ATTEMPTS".into(), "1".into()),
+            ],
+        }
+    }
+
+    /// Names of the inputs opened (local) or fetched (S3) so far.
+    fn reads(&mut self) -> BTreeSet<String> {
+        match self {
+            Watch::Local(i) => i.opened(),
+            Watch::S3(p) => p
+                .seen()
+                .into_iter()
+                .filter(|s| s.op == Op::GetObject && s.key.starts_with("inbox/"))
+                .map(|s| s.key.trim_start_matches("inbox/").to_owned())
+                .collect(),
+        }
+    }
+}
+
+/// An inotify watch on one folder: the names of files opened in it.
+struct Inotify {
+    fd: i32,
+}
+
+impl Inotify {
+    fn new(dir: &std::path::Path) -> Inotify {
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: plain syscalls on a descriptor this struct owns.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            assert!(fd >= 0, "inotify_init1");
+            let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+            let wd = libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_OPEN | libc::IN_ACCESS);
+            assert!(wd >= 0, "inotify_add_watch {}", dir.display());
+            Inotify { fd }
+        }
+    }
+
+    fn opened(&mut self) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            // SAFETY: buf is writable for its length.
+            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            let mut at = 0usize;
+            let header = std::mem::size_of::<libc::inotify_event>();
+            while at + header <= n as usize {
+                // SAFETY: the kernel wrote whole events; read the header unaligned.
+                let ev: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                let name = &buf[at + header..at + header + ev.len as usize];
+                let name = name.split(|&b| b == 0).next().unwrap_or_default();
+                if !name.is_empty() {
+                    names.insert(String::from_utf8_lossy(name).into_owned());
+                }
+                at += header + ev.len as usize;
+            }
+        }
+        names
+    }
+}
+
+impl Drop for Inotify {
+    fn drop(&mut self) {
+        // SAFETY: closing the descriptor this struct owns.
+        unsafe {
+            libc::close(self.fd);
+        }
+    }
+}
+
+fn env_refs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+// ------------------------------------------------------------------- tests
+
+/// Every matching file directly under the inbox is landed under the full contract;
+/// other names and sub-folders are not; a refusal does not stop the others; one
+/// line per input, the totals, exit 65; each input has its run record.
+fn inbox_lands_each_input_and_reports_totals(kind: Kind) {
+    let w = World::new(kind, "inbox-lands");
+    for i in 1..=3 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    let bad = format!(
+        "{}\n{{\"event_id\":\"x\",\"email\":\"a@b.c\"}}\n",
+        event("a", 1)
+    );
+    put_inbox(&w, "progress-2026-01-04.jsonl", bad.as_bytes());
+    put_inbox(&w, "notes.txt", b"not an input\n");
+    put_inbox(&w, "sub/progress-2026-01-05.jsonl", &input_bytes(5));
+    let r = inbox_run(&w, &["--jobs", "2"], &[]);
+    assert_eq!(r.run.code, Some(65), "{}", r.ctx());
+    assert_eq!(totals(&r), [4, 3, 0, 1, 0, 0], "{}", r.ctx());
+    for i in 1..=3 {
+        assert_eq!(r.action(&day(i)), "published", "{}", r.ctx());
+        assert_eq!(
+            w.get(&format!("raw/progress/{}", day(i))).unwrap(),
+            clean_output(&day(i), &input_bytes(i))
+        );
+        assert_eq!(run_records(&w, &day(i)).len(), 1);
+    }
+    assert_eq!(r.action("progress-2026-01-04.jsonl"), "refused");
+    assert_eq!(
+        r.by_name["progress-2026-01-04.jsonl"]["reason"]["kind"],
+        "prohibited_field"
+    );
+    let refused = run_records(&w, "progress-2026-01-04.jsonl");
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["action"], "refused");
+    assert!(w.get("raw/progress/progress-2026-01-04.jsonl").is_none());
+    assert!(w.get("raw/progress/notes.txt").is_none());
+    assert!(w.get("raw/progress/progress-2026-01-05.jsonl").is_none());
+    assert!(!r.by_name.contains_key("notes.txt"));
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    let rec = &run_records(&w, &day(1))[0];
+    assert_eq!(rec["action"], "published");
+    assert_eq!(rec["bytes_in"], input_bytes(1).len());
+    assert!(rec["bytes_out"].as_u64().unwrap() > 0);
+    for stage in ["lease", "stream", "stage", "promote", "checkpoint"] {
+        assert!(rec["stages"].get(stage).is_some(), "{stage} in {rec}");
+    }
+    assert_eq!(rec["job_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(rec["summary"]["run_id"], rec["run_id"]);
+}
+
+/// An unchanged inbox is skipped from one listing: no input is read, nothing but
+/// run records is written. `--rehash` reads every input and still skips.
+fn unchanged_inbox_skips_without_reading(kind: Kind) {
+    let w = World::new(kind, "inbox-cheap");
+    for i in 1..=3 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    let first = inbox_run(&w, &[], &[]);
+    assert_eq!(first.run.code, Some(0), "{}", first.ctx());
+    let before = w.snapshot_all();
+
+    let mut watch = Watch::start(&w);
+    let env = watch.env();
+    let r = inbox_run(&w, &["--jobs", "2"], &env_refs(&env));
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(totals(&r), [3, 0, 3, 0, 0, 0], "{}", r.ctx());
+    assert_eq!(
+        watch.reads(),
+        BTreeSet::new(),
+        "inputs were read\n{}",
+        r.ctx()
+    );
+    let after = w.snapshot_all();
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(*v))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        changed.iter().all(|k| k.starts_with("runs/")),
+        "a cheap skip writes only its run record: {changed:?}"
+    );
+    assert_eq!(changed.len(), 3, "{changed:?}");
+    let rec = &run_records(&w, &day(2))
+        .into_iter()
+        .find(|r| r["action"] == "skipped")
+        .expect("skip record");
+    assert_eq!(rec["bytes_in"], 0);
+
+    // --rehash reads each input once, and still skips.
+    let env = match &watch {
+        Watch::S3(_) => Vec::new(),
+        Watch::Local(_) => env,
+    };
+    let r = inbox_run(&w, &["--rehash"], &env_refs(&env));
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(totals(&r), [3, 0, 3, 0, 0, 0], "{}", r.ctx());
+    if let Watch::Local(_) = watch {
+        assert_eq!(watch.reads().len(), 3, "--rehash reads every input");
+    }
+}
+
+/// A checkpoint written before the input's identity was recorded still works: the
+/// input is read once (skipped by hash) and the checkpoint upgraded; the next run
+/// reads nothing.
+fn old_checkpoint_is_read_once_and_upgraded(kind: Kind) {
+    let w = World::new(kind, "inbox-upgrade");
+    put_inbox(&w, &day(1), &input_bytes(1));
+    assert_eq!(inbox_run(&w, &[], &[]).run.code, Some(0));
+    let ckpt = format!("checkpoints/progress/{}.json", day(1));
+    let mut c: serde_json::Map<String, Value> =
+        serde_json::from_slice(&w.get(&ckpt).unwrap()).unwrap();
+    assert!(c.contains_key("input_size"), "{c:?}");
+    c.retain(|k, _| !k.starts_with("input_") || k == "input_name" || k == "input_sha256");
+    w.put(&ckpt, &serde_json::to_vec_pretty(&c).unwrap());
+
+    let mut watch = Watch::start(&w);
+    let env = match &watch {
+        // The upgrade run must be able to read the input.
+        Watch::S3(_) => Vec::new(),
+        Watch::Local(_) => watch.env(),
+    };
+    let r = inbox_run(&w, &[], &env_refs(&env));
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.action(&day(1)), "skipped", "{}", r.ctx());
+    if let Watch::Local(_) = watch {
+        assert_eq!(watch.reads(), BTreeSet::from([day(1)]), "read once");
+    }
+    let up: Value = serde_json::from_slice(&w.get(&ckpt).unwrap()).unwrap();
+    assert_eq!(up["input_size"], input_bytes(1).len(), "upgraded: {up}");
+    assert_eq!(up["input_sha256"], sha256(&input_bytes(1)));
+
+    let env = watch.env();
+    let r = inbox_run(&w, &[], &env_refs(&env));
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.action(&day(1)), "skipped");
+    assert_eq!(watch.reads(), BTreeSet::new(), "after the upgrade, no read");
+}
+
+/// Three shards over one inbox land every input exactly once; a shard run twice
+/// only skips; `--shards N` takes its index from JOB_COMPLETION_INDEX.
+fn three_shards_land_every_input_once(kind: Kind) {
+    let w = World::new(kind, "inbox-shards");
+    let names: BTreeSet<String> = (1..=9).map(day).collect();
+    for i in 1..=9 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    let mut published: BTreeMap<String, usize> = BTreeMap::new();
+    for i in 0..3 {
+        let r = if i == 2 {
+            inbox_run(&w, &["--shards", "3"], &[("JOB_COMPLETION_INDEX", "2")])
+        } else {
+            inbox_run(&w, &["--shard", &format!("{i}/3")], &[])
+        };
+        assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+        assert_eq!(r.totals["shard"], format!("{i}/3"));
+        for n in r.names_with("published") {
+            *published.entry(n).or_default() += 1;
+        }
+        assert!(r.names_with("skipped").is_empty(), "{}", r.ctx());
+    }
+    assert_eq!(published.keys().cloned().collect::<BTreeSet<_>>(), names);
+    assert!(published.values().all(|&n| n == 1), "{published:?}");
+    let again = inbox_run(&w, &["--shard", "1/3"], &[]);
+    assert_eq!(again.run.code, Some(0), "{}", again.ctx());
+    assert!(again.names_with("published").is_empty(), "{}", again.ctx());
+    assert!(!again.names_with("skipped").is_empty());
+    assert_eq!(totals(&again)[0], totals(&again)[2]);
+}
+
+/// Two overlapping shard sets (halves and thirds) run at the same time: each input
+/// is still published exactly once; the overlap is skipped or busy, never doubled.
+fn overlapping_shard_sets_land_each_input_once(kind: Kind) {
+    let w = World::new(kind, "inbox-overlap");
+    let names: BTreeSet<String> = (1..=12).map(day).collect();
+    for i in 1..=12 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    let inbox = inbox_arg(&w);
+    let lake = w.lake_arg();
+    let spawn = |shard: &str| {
+        w.command(
+            &[
+                "run", "--inbox", &inbox, "--lake", &lake, "--shard", shard, "--jobs", "2",
+            ],
+            &[],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn")
+    };
+    let a = spawn("0/2");
+    let b = spawn("0/3");
+    let ra = parse_inbox(Run::from_output(a.wait_with_output().unwrap()));
+    let rb = parse_inbox(Run::from_output(b.wait_with_output().unwrap()));
+    for r in [&ra, &rb] {
+        assert!(
+            matches!(r.run.code, Some(0) | Some(75)),
+            "exit {:?}\n{}",
+            r.run.code,
+            r.ctx()
+        );
+        assert_eq!(totals(r)[5], 0, "{}", r.ctx());
+    }
+    let both: Vec<String> = ra
+        .names_with("published")
+        .into_iter()
+        .chain(rb.names_with("published"))
+        .collect();
+    let distinct: BTreeSet<String> = both.iter().cloned().collect();
+    assert_eq!(both.len(), distinct.len(), "published twice: {both:?}");
+    // Everything the two sets cover is landed; a busy one lands on the next run.
+    let rest = inbox_run(&w, &[], &[]);
+    assert_eq!(rest.run.code, Some(0), "{}", rest.ctx());
+    let all: BTreeSet<String> = distinct
+        .union(&rest.names_with("published"))
+        .cloned()
+        .collect();
+    assert_eq!(all, names);
+    assert!(
+        rest.names_with("published").is_disjoint(&distinct),
+        "{}",
+        rest.ctx()
+    );
+}
+
+/// A held lease (busy) and a corrupt checkpoint (failed) do not stop the other
+/// inputs; exit 1 (failed outranks busy); the lines say why.
+fn busy_and_failed_inputs_do_not_stop_the_others(kind: Kind) {
+    let w = World::new(kind, "inbox-busy");
+    for i in 1..=4 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    let lease = serde_json::json!({
+        "run_id": "20260101T000000Z-other",
+        "host": "another-host",
+        "pid": 1,
+        "acquired_at": "2026-01-01T00:00:00Z",
+        "expires_at": "2999-01-01T00:00:00Z",
+    });
+    w.put(
+        &format!("locks/progress/{}.lock", day(2)),
+        lease.to_string().as_bytes(),
+    );
+    w.put(
+        &format!("checkpoints/progress/{}.json", day(3)),
+        b"{ not a checkpoint",
+    );
+    let r = inbox_run(&w, &["--jobs", "2"], &[]);
+    assert_eq!(r.run.code, Some(1), "{}", r.ctx());
+    assert_eq!(totals(&r), [4, 2, 0, 0, 1, 1], "{}", r.ctx());
+    assert_eq!(r.action(&day(1)), "published");
+    assert_eq!(r.action(&day(4)), "published");
+    assert_eq!(r.action(&day(2)), "busy");
+    assert!(
+        r.by_name[&day(2)]["error"]
+            .as_str()
+            .unwrap()
+            .contains("20260101T000000Z-other"),
+        "{}",
+        r.ctx()
+    );
+    assert_eq!(r.action(&day(3)), "failed");
+    let err = r.by_name[&day(3)]["error"].as_str().unwrap();
+    assert!(err.contains("step read-checkpoint"), "{err}");
+    // The failed run left a record; the busy one did not.
+    let failed = run_records(&w, &day(3));
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["action"], "failed");
+    assert!(failed[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("read-checkpoint"));
+    assert!(run_records(&w, &day(2)).is_empty());
+
+    // With only the busy one left, the exit code is 75.
+    w.delete(&format!("checkpoints/progress/{}.json", day(3)));
+    let r = inbox_run(&w, &[], &[]);
+    assert_eq!(r.run.code, Some(75), "{}", r.ctx());
+    assert_eq!(totals(&r), [4, 1, 2, 0, 1, 0], "{}", r.ctx());
+}
+
+/// The checkpoint fields that name the published object's identity as it is now.
+fn current_identity(w: &World, key: &str) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    match w.s3_parts() {
+        Some((rt, client, bucket)) => {
+            let h = rt
+                .block_on(
+                    client
+                        .head_object()
+                        .bucket(bucket)
+                        .key(format!("{LAKE_PREFIX}/{key}"))
+                        .send(),
+                )
+                .unwrap();
+            m.insert("published_etag".into(), h.e_tag().unwrap().into());
+            m.insert("published_size".into(), h.content_length().unwrap().into());
+        }
+        None => {
+            use std::os::unix::fs::MetadataExt;
+            let p: PathBuf = w.tmp.path().join(LAKE_PREFIX).join(key);
+            let md = std::fs::metadata(p).unwrap();
+            let ns = |s: i64, n: i64| (s as i128 * 1_000_000_000 + n as i128) as i64;
+            m.insert("published_size".into(), md.len().into());
+            m.insert(
+                "published_mtime_ns".into(),
+                ns(md.mtime(), md.mtime_nsec()).into(),
+            );
+            m.insert("published_ino".into(), md.ino().into());
+            m.insert(
+                "published_ctime_ns".into(),
+                ns(md.ctime(), md.ctime_nsec()).into(),
+            );
+        }
+    }
+    m
+}
+
+/// Rewrite a checkpoint's fields (keeps the others).
+fn patch_checkpoint(w: &World, name: &str, fields: serde_json::Map<String, Value>) {
+    let key = format!("checkpoints/progress/{name}.json");
+    let mut c: serde_json::Map<String, Value> =
+        serde_json::from_slice(&w.get(&key).unwrap()).unwrap();
+    for (k, v) in fields {
+        // Fields of a newer checkpoint format are only patched where present.
+        if (k == "published_ino" || k == "published_ctime_ns") && !c.contains_key(&k) {
+            continue;
+        }
+        c.insert(k, v);
+    }
+    w.put(&key, &serde_json::to_vec_pretty(&c).unwrap());
+}
+
+/// `verify` is clean on a landed lake and names each kind of drift, one line per
+/// finding naming the input; `--deep` also checks lines, ids and the quarantine.
+fn verify_finds_each_drift_kind(kind: Kind) {
+    let w = World::new(kind, "inbox-verify");
+    let sample = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/inbox/progress-2026-03-02.jsonl"
+    ))
+    .unwrap();
+    for i in 1..=6 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    put_inbox(&w, "progress-2026-03-02.jsonl", &sample);
+    let r = inbox_run(&w, &["--max-rejected-lines", "1"], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    let lake = w.lake_arg();
+    for deep in [false, true] {
+        let mut args = vec!["verify", "--lake", &lake];
+        if deep {
+            args.push("--deep");
+        }
+        let v = w.landing(&args, &[]);
+        assert_eq!(v.code, Some(0), "clean lake: {}\n{}", v.stdout, v.stderr);
+    }
+    let raw = |i: usize| format!("raw/progress/{}", day(i));
+    // 1: missing. 2: other size. 3: same size, other bytes (rewritten).
+    w.delete(&raw(1));
+    w.put(&raw(2), b"{}\n");
+    let mut same = w.get(&raw(3)).unwrap();
+    same[10] = if same[10] == b'1' { b'2' } else { b'1' };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    w.put(&raw(3), &same);
+    // 4: the checkpoint names another lake.
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "published_path".into(),
+        "s3://elsewhere/raw/progress/x".into(),
+    );
+    patch_checkpoint(&w, &day(4), m);
+    // 5: deep drift behind a matching checkpoint: a repeated line (duplicate id,
+    // one line too many) and a line in non-canonical form.
+    let good = w.get(&raw(5)).unwrap();
+    let first = good.split(|&b| b == b'\n').next().unwrap().to_vec();
+    let mut bad = good.clone();
+    bad.extend_from_slice(&first);
+    bad.push(b'\n');
+    bad.extend_from_slice(b"{\"event_id\":\"zz\"}\n");
+    w.put(&raw(5), &bad);
+    patch_checkpoint(&w, &day(5), current_identity(&w, &raw(5)));
+    // 6: a corrupt checkpoint. Sample: its quarantine is gone.
+    w.put(
+        &format!("checkpoints/progress/{}.json", day(6)),
+        b"{\"product\":",
+    );
+    w.delete("quarantine/progress/progress-2026-03-02.jsonl.rejects.jsonl");
+
+    let v = w.landing(&["verify", "--lake", &lake], &[]);
+    assert_eq!(v.code, Some(1), "{}\n{}", v.stdout, v.stderr);
+    let expect_shallow = [
+        (day(1), "missing"),
+        (day(2), "size"),
+        (day(3), "changed"),
+        (day(4), "elsewhere"),
+        (day(6), "corrupt_checkpoint"),
+    ];
+    for (name, finding) in &expect_shallow {
+        assert!(
+            v.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{name}: {finding}: "))),
+            "{name} {finding} in:\n{}",
+            v.stdout
+        );
+    }
+    assert!(!v.stdout.contains(&day(5)), "{}", v.stdout);
+    assert!(!v.stdout.contains("quarantine"), "{}", v.stdout);
+
+    let v = w.landing(&["verify", "--lake", &lake, "--deep", "--json"], &[]);
+    assert_eq!(v.code, Some(1), "{}\n{}", v.stdout, v.stderr);
+    let findings: BTreeSet<(String, String)> = v
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|f| f.get("finding").is_some())
+        .map(|f| {
+            (
+                f["input_name"].as_str().unwrap().to_owned(),
+                f["finding"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for (name, finding) in expect_shallow.iter().cloned().chain([
+        (day(5), "line_count"),
+        (day(5), "not_canonical"),
+        (day(5), "duplicate_event_id"),
+        ("progress-2026-03-02.jsonl".to_owned(), "quarantine_missing"),
+    ]) {
+        assert!(
+            findings.contains(&(name.clone(), finding.to_owned())),
+            "{name} {finding} in {findings:?}"
+        );
+    }
+    assert_eq!(findings.len(), 9, "{findings:?}");
+}
+
+/// `status` lists every checkpointed input with its last outcome (from the run
+/// history), counts, hash and whether the publish is intact, then the leases held;
+/// `--history` lists an input's runs, newest first.
+fn status_shows_rows_leases_and_history(kind: Kind) {
+    let w = World::new(kind, "inbox-status");
+    for i in 1..=2 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
+    assert_eq!(inbox_run(&w, &[], &[]).run.code, Some(0));
+    // Day 1 is then replaced by a file that is refused: its last outcome.
+    let bad = format!("{}\n{{\"name\":\"n\"}}\n", event("a", 1));
+    put_inbox(&w, &day(1), bad.as_bytes());
+    assert_eq!(inbox_run(&w, &[], &[]).run.code, Some(65));
+    w.put(
+        &format!("locks/progress/{}.lock", day(2)),
+        serde_json::json!({
+            "run_id": "r-held", "host": "h", "pid": 7,
+            "acquired_at": "2026-01-01T00:00:00Z", "expires_at": "2999-01-01T00:00:00Z"
+        })
+        .to_string()
+        .as_bytes(),
+    );
+    let lake = w.lake_arg();
+    let s = w.landing(&["status", "--lake", &lake, "--json"], &[]);
+    assert_eq!(s.code, Some(0), "{}", s.stderr);
+    let v: Value = serde_json::from_str(s.stdout.trim()).unwrap();
+    let rows = v["inputs"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(rows[0]["input_name"], day(1));
+    assert_eq!(rows[0]["last_action"], "refused");
+    assert_eq!(rows[0]["intact"], true);
+    assert_eq!(rows[0]["input_sha256"], sha256(&input_bytes(1)));
+    assert_eq!(rows[1]["last_action"], "skipped");
+    assert_eq!(rows[1]["accepted_rows"], {
+        let c: Value = serde_json::from_slice(
+            &w.get(&format!("checkpoints/progress/{}.json", day(2)))
+                .unwrap(),
+        )
+        .unwrap();
+        c["accepted_rows"].clone()
+    });
+    let leases = v["leases"].as_array().unwrap();
+    assert_eq!(leases.len(), 1, "{v}");
+    assert_eq!(leases[0]["input_name"], day(2));
+    assert_eq!(leases[0]["holder"], "r-held");
+    assert_eq!(v["leftovers"].as_array().unwrap().len(), 0);
+
+    let t = w.landing(&["status", "--lake", &lake], &[]);
+    assert_eq!(t.code, Some(0));
+    assert!(
+        t.stdout.contains(&day(1)) && t.stdout.contains("intact"),
+        "{}",
+        t.stdout
+    );
+    assert!(t.stdout.contains("r-held"), "{}", t.stdout);
+
+    let h = w.landing(
+        &["status", "--lake", &lake, "--history", &day(1), "--json"],
+        &[],
+    );
+    assert_eq!(h.code, Some(0), "{}", h.stderr);
+    let hv: Value = serde_json::from_str(h.stdout.trim()).unwrap();
+    let runs = hv["runs"].as_array().unwrap();
+    let actions: Vec<&str> = runs.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["refused", "published"], "{hv}");
+}
+
+on_every_backend!(
+    inbox_lands_each_input_and_reports_totals,
+    unchanged_inbox_skips_without_reading,
+    old_checkpoint_is_read_once_and_upgraded,
+    three_shards_land_every_input_once,
+    overlapping_shard_sets_land_each_input_once,
+    busy_and_failed_inputs_do_not_stop_the_others,
+    verify_finds_each_drift_kind,
+    status_shows_rows_leases_and_history,
+);
+
+/// An S3 inbox of thousands of objects is listed page by page (1,000 keys a page):
+/// the inputs on the third page are landed; keys under a sub-prefix are not.
+fn s3_listing_pages_through_thousands(server: Server) {
+    let w = World::new(Kind::S3(server), "inbox-pages");
+    let (rt, client, bucket) = w.s3_parts().unwrap();
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..2_100 {
+            let (client, bucket) = (client.clone(), bucket.to_owned());
+            tasks.spawn(async move {
+                client
+                    .put_object()
+                    .bucket(bucket)
+                    .key(format!("inbox/a-{i:05}.txt"))
+                    .body(ByteStream::from_static(b"x"))
+                    .send()
+                    .await
+                    .expect("put filler")
+            });
+            if tasks.len() >= 32 {
+                tasks.join_next().await;
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    });
+    put_inbox(&w, "zz-1.jsonl", &input_bytes(1));
+    put_inbox(&w, "zz-2.jsonl", &input_bytes(2));
+    put_inbox(&w, "zz/zz-3.jsonl", &input_bytes(3));
+    let r = inbox_run(&w, &[], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(totals(&r), [2, 2, 0, 0, 0, 0], "{}", r.ctx());
+    assert_eq!(r.action("zz-1.jsonl"), "published");
+    assert_eq!(r.action("zz-2.jsonl"), "published");
+    // Every file directly under the prefix was listed (the sub-prefix is not).
+    let all = inbox_run(&w, &["--match", "*", "--min-age", "999999"], &[]);
+    assert_eq!(totals(&all)[0], 0, "{}", all.ctx());
+    assert!(all.run.stderr.contains("files=2102"), "{}", all.run.stderr);
+}
+
+#[test]
+fn s3_listing_pages_through_thousands_seaweed() {
+    s3_listing_pages_through_thousands(Server::Seaweed)
+}
+
+#[test]
+fn s3_listing_pages_through_thousands_moto() {
+    s3_listing_pages_through_thousands(Server::Moto)
+}
+
+/// `--dry-run` validates flags and LANDING_* variables, prints the resolved
+/// settings (no secret) and touches no store; a bad setting is a usage error.
+#[test]
+fn dry_run_prints_settings_and_touches_nothing() {
+    let w = World::new(Kind::Local, "dry-run");
+    let lake = w.tmp.path().join("never-created");
+    let lake_s = lake.display().to_string();
+    let r = w.landing(
+        &["run", "--dry-run", "--lake", &lake_s],
+        &[
+            ("LANDING_INBOX", "s3://in-bucket/progress/"),
+            ("LANDING_JOBS", "3"),
+            ("LANDING_SHARDS", "4"),
+            ("JOB_COMPLETION_INDEX", "2"),
+            ("LANDING_MIN_AGE", "600"),
+            ("AWS_SECRET_ACCESS_KEY", "very-secret-value"),
+            ("AWS_ACCESS_KEY_ID", "AKIDSECRET"),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["inbox"], "s3://in-bucket/progress");
+    assert_eq!(v["jobs"], 3);
+    assert_eq!(v["shard"], "2/4");
+    assert_eq!(v["min_age"], 600);
+    assert_eq!(v["match"], "*.jsonl");
+    assert!(!lake.exists(), "a dry run touches nothing");
+    assert!(!r.stdout.contains("very-secret-value") && !r.stdout.contains("AKIDSECRET"));
+
+    for (args, env) in [
+        (vec!["--jobs", "0"], vec![("LANDING_INBOX", "/in")]),
+        (vec!["--shard", "3/3"], vec![("LANDING_INBOX", "/in")]),
+        (vec!["--shards", "3"], vec![("LANDING_INBOX", "/in")]),
+        (
+            vec![],
+            vec![("LANDING_INBOX", "/in"), ("LANDING_INPUT", "/in/a.jsonl")],
+        ),
+        (vec![], vec![]),
+    ] {
+        let mut all = vec!["run", "--dry-run", "--lake", &lake_s];
+        all.extend(args.iter().copied());
+        let r = w.landing(&all, &env);
+        assert_eq!(r.code, Some(2), "{all:?} {env:?}: {}", r.stderr);
+    }
+}
+
+/// `--min-age` leaves files that are too new for the next run.
+#[test]
+fn min_age_leaves_young_files() {
+    let w = World::new(Kind::Local, "min-age");
+    put_inbox(&w, &day(1), &input_bytes(1));
+    put_inbox(&w, &day(2), &input_bytes(2));
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options()
+        .write(true)
+        .open(w.tmp.path().join("inbox").join(day(1)))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let r = inbox_run(&w, &["--min-age", "3600"], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(totals(&r), [1, 1, 0, 0, 0, 0], "{}", r.ctx());
+    assert_eq!(r.action(&day(1)), "published");
+}
+
+/// A single-input run writes its run record too, and records the input's identity
+/// in the checkpoint, so a later inbox run skips it without reading.
+#[test]
+fn single_input_run_records_history_and_identity() {
+    let w = World::new(Kind::Local, "single-history");
+    put_inbox(&w, &day(1), &input_bytes(1));
+    let input = w
+        .tmp
+        .path()
+        .join("inbox")
+        .join(day(1))
+        .display()
+        .to_string();
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let recs = run_records(&w, &day(1));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["run_id"], r.summary.as_ref().unwrap()["run_id"]);
+    let mut watch = Watch::start(&w);
+    let ir = inbox_run(&w, &[], &[]);
+    assert_eq!(ir.action(&day(1)), "skipped", "{}", ir.ctx());
+    assert_eq!(watch.reads(), BTreeSet::new());
+}
+
+/// SIGTERM during an inbox run: no input is started after it, the totals line says
+/// how many were not started, the exit code is 143, and the next run lands the rest
+/// (each input published exactly once over both runs).
+#[test]
+fn sigterm_stops_starting_inputs() {
+    use std::io::BufRead;
+    let w = World::new(Kind::Local, "inbox-sigterm");
+    for i in 1..=60 {
+        put_inbox(&w, &format!("p-{i:03}.jsonl"), &generated(2_000, i));
+    }
+    let inbox = inbox_arg(&w);
+    let lake = w.lake_arg();
+    let mut child = w
+        .command(&["run", "--inbox", &inbox, "--lake", &lake], &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    // SAFETY: signalling the child we spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let stdout = first + &rest;
+    assert_eq!(status.code(), Some(143), "{stdout}");
+    let totals: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let done = totals["totals"]["inputs"].as_u64().unwrap();
+    assert!(done < 60, "{stdout}");
+    assert_eq!(
+        totals["not_started"].as_u64().unwrap() + done,
+        60,
+        "{stdout}"
+    );
+    let published_first: BTreeSet<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["action"] == "published")
+        .map(|v| {
+            v["input"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let r = inbox_run(&w, &[], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    let published_next = r.names_with("published");
+    assert!(published_first.is_disjoint(&published_next), "{}", r.ctx());
+    assert_eq!(
+        published_first.len() + published_next.len(),
+        60,
+        "{}",
+        r.ctx()
+    );
+}

@@ -31,7 +31,7 @@ use crate::pipeline::{self, Layout};
 use crate::store::local::LocalStore;
 use crate::store::s3::S3Store;
 use crate::store::{Listed, Store};
-use crate::summary::{Action, Summary};
+use crate::summary::Summary;
 
 /// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
 /// full runs are bounded by `--jobs` on top of this.
@@ -171,22 +171,12 @@ async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<O
         Some(meta) if rec.matches(&meta) => {}
         _ => return Ok(None),
     }
-    Ok(Some(Summary {
-        run_id: pipeline::new_run_id(),
-        product: cfg.product.clone(),
-        input: cfg.input.to_string(),
-        input_sha256: rec.input_sha256.clone(),
-        action: Action::Skipped,
-        accepted_rows: rec.accepted_rows,
-        rejected_rows: rec.rejected_rows,
-        duplicate_rows: rec.duplicate_rows,
-        published_path: Some(rec.published_path.clone()),
-        quarantine_path: rec.quarantine_path.clone(),
-        checkpoint_moved: false,
-        reason: None,
-        quarantine_reasons: None,
-        signal: None,
-    }))
+    Ok(Some(Summary::skipped(
+        pipeline::new_run_id(),
+        cfg.product.clone(),
+        cfg.input.to_string(),
+        rec,
+    )))
 }
 
 /// The stdout line of an input without a summary (busy, conflict or failed), with

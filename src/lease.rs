@@ -407,115 +407,78 @@ mod tests {
     };
     use async_trait::async_trait;
 
-    /// A real local store where every other run wins the race to create the lease:
-    /// the first create meets an existing lease, which is gone when read, and the
-    /// second create meets a new one.
-    struct AlwaysBeaten(LocalStore);
-
-    #[async_trait]
-    impl Store for AlwaysBeaten {
-        fn location(&self, key: &str) -> String {
-            self.0.location(key)
-        }
-        async fn read(&self, key: &str) -> Result<ObjectReader> {
-            self.0.read(key).await
-        }
-        async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
-            self.0.head(key).await
-        }
-        async fn get_small(&self, _key: &str) -> Result<Option<Versioned>> {
-            Ok(None)
-        }
-        async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
-            match cond {
-                Condition::IfAbsent => Err(Error::Precondition {
-                    location: self.location(key),
-                }),
-                cond => self.0.put_small(key, body, cond).await,
-            }
-        }
-        async fn delete(&self, key: &str) -> Result<()> {
-            self.0.delete(key).await
-        }
-        async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
-            self.0.stage(spec).await
-        }
-        async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
-            self.0.promote(staged, expect).await
-        }
-        async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
-            self.0.fencing(scratch).await
-        }
-        async fn discard(&self, staged: &Staged) -> Result<()> {
-            self.0.discard(staged).await
-        }
-        async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
-            self.0.sweep(spec).await
-        }
+    /// A real local store with one scripted misbehaviour of the lease's writes.
+    struct Scripted {
+        inner: LocalStore,
+        fault: Fault,
     }
 
-    /// A real local store whose conditional replaces land but answer 412, as when
-    /// the answer is lost and the SDK's retry meets the write that landed.
-    struct AnswerLost(LocalStore);
+    #[derive(Clone, Copy, PartialEq)]
+    enum Fault {
+        /// Every other run wins the race to create the lease: the first create meets
+        /// an existing lease, which is gone when read, and the second create meets a
+        /// new one.
+        AlwaysBeaten,
+        /// Conditional replaces land but answer 412, as when the answer is lost and
+        /// the SDK's retry meets the write that landed.
+        ReplaceAnswerLost,
+    }
 
     #[async_trait]
-    impl Store for AnswerLost {
+    impl Store for Scripted {
         fn location(&self, key: &str) -> String {
-            self.0.location(key)
+            self.inner.location(key)
         }
         async fn read(&self, key: &str) -> Result<ObjectReader> {
-            self.0.read(key).await
+            self.inner.read(key).await
         }
         async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
-            self.0.head(key).await
+            self.inner.head(key).await
         }
         async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
-            self.0.get_small(key).await
+            match self.fault {
+                Fault::AlwaysBeaten => Ok(None),
+                Fault::ReplaceAnswerLost => self.inner.get_small(key).await,
+            }
         }
         async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
-            let landed = self.0.put_small(key, body, cond.clone()).await?;
-            match cond {
-                Condition::IfMatch(_) => Err(Error::Precondition { location: landed }),
-                _ => Ok(landed),
+            let refused = Error::Precondition {
+                location: self.location(key),
+            };
+            match (self.fault, &cond) {
+                (Fault::AlwaysBeaten, Condition::IfAbsent) => Err(refused),
+                (Fault::ReplaceAnswerLost, Condition::IfMatch(_)) => {
+                    self.inner.put_small(key, body, cond).await?;
+                    Err(refused)
+                }
+                _ => self.inner.put_small(key, body, cond).await,
             }
         }
         async fn delete(&self, key: &str) -> Result<()> {
-            self.0.delete(key).await
+            self.inner.delete(key).await
         }
         async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
-            self.0.stage(spec).await
+            self.inner.stage(spec).await
         }
         async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
-            self.0.promote(staged, expect).await
+            self.inner.promote(staged, expect).await
         }
         async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
-            self.0.fencing(scratch).await
+            self.inner.fencing(scratch).await
         }
         async fn discard(&self, staged: &Staged) -> Result<()> {
-            self.0.discard(staged).await
+            self.inner.discard(staged).await
         }
         async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
-            self.0.sweep(spec).await
+            self.inner.sweep(spec).await
         }
     }
 
-    #[tokio::test]
-    async fn a_takeover_whose_answer_was_lost_is_ours() {
-        let dir = tempfile::tempdir().unwrap();
-        let local = LocalStore::new(dir.path());
-        let expired = serde_json::json!({
-            "run_id": "dead", "host": "h", "pid": 1, "acquired_at": "2020-01-01T00:00:00Z",
-            "expires_at": "2020-01-01T00:05:00Z",
-        });
-        local
-            .put_small("l.lock", Bytes::from(expired.to_string()), Condition::None)
-            .await
-            .unwrap();
-        let store: Arc<dyn Store> = Arc::new(AnswerLost(local));
-        let lease = Lease::acquire(store, "l.lock", "me", opts(Duration::from_secs(60)))
-            .await
-            .expect("the landed takeover is recognised as ours");
-        lease.ensure_held().unwrap();
+    fn scripted(dir: &std::path::Path, fault: Fault) -> Arc<dyn Store> {
+        Arc::new(Scripted {
+            inner: LocalStore::new(dir),
+            fault,
+        })
     }
 
     fn opts(ttl: Duration) -> LeaseOptions {
@@ -527,9 +490,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_takeover_whose_answer_was_lost_is_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let expired = serde_json::json!({
+            "run_id": "dead", "host": "h", "pid": 1, "acquired_at": "2020-01-01T00:00:00Z",
+            "expires_at": "2020-01-01T00:05:00Z",
+        });
+        LocalStore::new(dir.path())
+            .put_small("l.lock", Bytes::from(expired.to_string()), Condition::None)
+            .await
+            .unwrap();
+        let store = scripted(dir.path(), Fault::ReplaceAnswerLost);
+        let lease = Lease::acquire(store, "l.lock", "me", opts(Duration::from_secs(60)))
+            .await
+            .expect("the landed takeover is recognised as ours");
+        lease.ensure_held().unwrap();
+    }
+
+    #[tokio::test]
     async fn losing_the_second_create_race_is_busy() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(AlwaysBeaten(LocalStore::new(dir.path())));
+        let store = scripted(dir.path(), Fault::AlwaysBeaten);
         let r = Lease::acquire(store, "l.lock", "run", opts(Duration::from_secs(60))).await;
         assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
     }

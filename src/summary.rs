@@ -98,6 +98,31 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// A skip: the counts and paths are the checkpoint's, nothing was written.
+    pub fn skipped(
+        run_id: String,
+        product: String,
+        input: String,
+        rec: &crate::checkpoint::Checkpoint,
+    ) -> Summary {
+        Summary {
+            run_id,
+            product,
+            input,
+            input_sha256: rec.input_sha256.clone(),
+            action: Action::Skipped,
+            accepted_rows: rec.accepted_rows,
+            rejected_rows: rec.rejected_rows,
+            duplicate_rows: rec.duplicate_rows,
+            published_path: Some(rec.published_path.clone()),
+            quarantine_path: rec.quarantine_path.clone(),
+            checkpoint_moved: false,
+            reason: None,
+            quarantine_reasons: None,
+            signal: None,
+        }
+    }
+
     /// Exit code for this outcome.
     pub fn exit_code(&self) -> i32 {
         if let Some(signal) = self.signal {

@@ -449,22 +449,13 @@ async fn try_skip(
     }
     let key = &ctx.layout.checkpoint;
     checkpoint::upgrade_identity(&*ctx.lake, key, cur, ctx.cfg.input_meta.as_ref()).await;
-    let summary = Summary {
-        run_id: ctx.run_id.clone(),
-        product: ctx.cfg.product.clone(),
-        input: ctx.input_location.clone(),
-        input_sha256: sha,
-        action: Action::Skipped,
-        accepted_rows: rec.accepted_rows,
-        rejected_rows: rec.rejected_rows,
-        duplicate_rows: rec.duplicate_rows,
-        published_path: Some(rec.published_path.clone()),
-        quarantine_path: rec.quarantine_path.clone(),
-        checkpoint_moved: false,
-        reason: None,
-        quarantine_reasons: None,
-        signal: None,
-    };
+    // The hash equals the checkpoint's (checked above), so the summary is the record's.
+    let summary = Summary::skipped(
+        ctx.run_id.clone(),
+        ctx.cfg.product.clone(),
+        ctx.input_location.clone(),
+        rec,
+    );
     log_outcome(&summary);
     Ok(Some(summary))
 }

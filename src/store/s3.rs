@@ -96,6 +96,18 @@ const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
+/// A request builder with `cond` as its `If-None-Match`/`If-Match` header, and the
+/// condition it carries. A macro: the SDK's builders share no trait for these.
+macro_rules! conditioned {
+    ($req:expr, $cond:expr) => {
+        match $cond {
+            Condition::None => ($req, Cond::None),
+            Condition::IfAbsent => ($req.if_none_match("*"), Cond::IfAbsent),
+            Condition::IfMatch(etag) => ($req.if_match(etag.clone()), Cond::IfMatch),
+        }
+    };
+}
+
 /// User metadata naming the run that staged an object (kept by CopyObject).
 const RUN_ID_META: &str = "landing-run-id";
 
@@ -219,23 +231,13 @@ impl S3Store {
     /// Copy a whole object with one `CopyObject` (at most 5 GiB); returns the new ETag.
     async fn copy_whole(&self, src: &str, dst: &str, cond: &Condition) -> Result<String> {
         let loc = self.loc_full(dst);
-        let mut req = self
+        let req = self
             .client
             .copy_object()
             .bucket(&self.bucket)
             .key(dst)
             .copy_source(copy_source(&self.bucket, src));
-        let c = match cond {
-            Condition::None => Cond::None,
-            Condition::IfAbsent => {
-                req = req.if_none_match("*");
-                Cond::IfAbsent
-            }
-            Condition::IfMatch(etag) => {
-                req = req.if_match(etag);
-                Cond::IfMatch
-            }
-        };
+        let (mut req, c) = conditioned!(req, cond);
         if self.part_checksums {
             // Ask for a checksum of the copy: AWS and moto then store a full-object
             // CRC32 that readers can validate. Without it moto copies the staging
@@ -548,11 +550,7 @@ impl Store for S3Store {
             .key(&full)
             .content_length(body.len() as i64)
             .body(ByteStream::from(body));
-        let (req, c) = match cond {
-            Condition::None => (req, Cond::None),
-            Condition::IfAbsent => (req.if_none_match("*"), Cond::IfAbsent),
-            Condition::IfMatch(etag) => (req.if_match(etag), Cond::IfMatch),
-        };
+        let (req, c) = conditioned!(req, cond);
         let out = req
             .send()
             .await
@@ -1180,7 +1178,7 @@ async fn complete_upload(
     cond: &Condition,
 ) -> Result<String> {
     parts.sort_by_key(|p| p.part_number());
-    let mut req = client
+    let req = client
         .complete_multipart_upload()
         .bucket(bucket)
         .key(key)
@@ -1190,17 +1188,7 @@ async fn complete_upload(
                 .set_parts(Some(parts))
                 .build(),
         );
-    let c = match cond {
-        Condition::None => Cond::None,
-        Condition::IfAbsent => {
-            req = req.if_none_match("*");
-            Cond::IfAbsent
-        }
-        Condition::IfMatch(etag) => {
-            req = req.if_match(etag);
-            Cond::IfMatch
-        }
-    };
+    let (req, c) = conditioned!(req, cond);
     let out = req
         .send()
         .await

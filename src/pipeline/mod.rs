@@ -770,32 +770,21 @@ fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary 
 }
 
 fn log_outcome(s: &Summary) {
-    // Spelled as on stdout (`published`), and no `reason` field without a refusal.
+    // Spelled as on stdout (`published`); a `None` reason records no field at all.
     let action = serde_json::to_value(s.action)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    match &s.reason {
-        Some(reason) => info!(
-            input_sha256 = %s.input_sha256,
-            action = %action,
-            accepted_rows = s.accepted_rows,
-            rejected_rows = s.rejected_rows,
-            duplicate_rows = s.duplicate_rows,
-            checkpoint_moved = s.checkpoint_moved,
-            reason = %reason,
-            "run finished"
-        ),
-        None => info!(
-            input_sha256 = %s.input_sha256,
-            action = %action,
-            accepted_rows = s.accepted_rows,
-            rejected_rows = s.rejected_rows,
-            duplicate_rows = s.duplicate_rows,
-            checkpoint_moved = s.checkpoint_moved,
-            "run finished"
-        ),
-    }
+    info!(
+        input_sha256 = %s.input_sha256,
+        action = %action,
+        accepted_rows = s.accepted_rows,
+        rejected_rows = s.rejected_rows,
+        duplicate_rows = s.duplicate_rows,
+        checkpoint_moved = s.checkpoint_moved,
+        reason = s.reason.as_ref().map(tracing::field::display),
+        "run finished"
+    );
 }
 
 /// `landing check`: the same validation, nothing written anywhere.

@@ -656,7 +656,10 @@ impl Store for S3Store {
             Ok(etag) => Some(etag),
             // The SDK retried a copy whose first attempt landed (its answer was lost):
             // the destination is then our own copy, which the run id metadata proves.
-            Err(Error::Precondition { .. }) if self.is_our_copy(&dst, run_id, staged.size).await? => {
+            Err(Error::Precondition { .. })
+                if object_is_runs(&self.client, &self.bucket, &dst, run_id, staged.size, &loc)
+                    .await? =>
+            {
                 tracing::info!(location = %loc, "the copy landed though its answer was lost");
                 None
             }
@@ -965,7 +968,16 @@ impl Upload for S3Upload {
                 // NoSuchUpload: the upload is gone because it completed. Our object,
                 // by run id and size, proves it.
                 Err(e) if is_no_such_upload(&e) => {
-                    if staged_object_is_ours(&ctx, self.size).await? {
+                    if object_is_runs(
+                        &ctx.client,
+                        &ctx.bucket,
+                        &ctx.key,
+                        &ctx.run_id,
+                        self.size,
+                        &ctx.location,
+                    )
+                    .await?
+                    {
                         tracing::info!(location = %ctx.location, "the Complete landed though its answer was lost");
                         Ok(String::new())
                     } else {
@@ -1032,23 +1044,25 @@ fn is_no_such_upload(e: &Error) -> bool {
     }
 }
 
-/// Does the staging key hold this run's completed object of `size` bytes?
-async fn staged_object_is_ours(ctx: &PartCtx, size: u64) -> Result<bool> {
-    match ctx
-        .client
-        .head_object()
-        .bucket(&ctx.bucket)
-        .key(&ctx.key)
-        .send()
-        .await
-    {
-        Ok(out) => Ok(out.content_length() == Some(size as i64)
+/// Does `key` hold an object of `size` bytes written by run `run_id` (its user
+/// metadata)? How a write whose answer was lost is told apart from another's.
+async fn object_is_runs(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    run_id: &str,
+    size: u64,
+    loc: &str,
+) -> Result<bool> {
+    match client.head_object().bucket(bucket).key(key).send().await {
+        Ok(out) => Ok(!run_id.is_empty()
+            && out.content_length() == Some(size as i64)
             && out
                 .metadata()
                 .and_then(|m| m.get(RUN_ID_META))
                 .map(String::as_str)
-                == Some(ctx.run_id.as_str())),
-        Err(e) => match map_err("HeadObject", &ctx.location, e, Cond::None) {
+                == Some(run_id)),
+        Err(e) => match map_err("HeadObject", loc, e, Cond::None) {
             Error::NotFound { .. } => Ok(false),
             e => Err(e),
         },
@@ -1063,31 +1077,6 @@ fn staged_run_id(key: &str) -> &str {
 }
 
 impl S3Store {
-    /// After a 412 on our copy: is the destination the copy this run made?
-    async fn is_our_copy(&self, dst: &str, run_id: &str, size: u64) -> Result<bool> {
-        let loc = self.loc_full(dst);
-        match self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(dst)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(!run_id.is_empty()
-                && out.content_length() == Some(size as i64)
-                && out
-                    .metadata()
-                    .and_then(|m| m.get(RUN_ID_META))
-                    .map(String::as_str)
-                    == Some(run_id)),
-            Err(e) => match map_err("HeadObject", &loc, e, Cond::None) {
-                Error::NotFound { .. } => Ok(false),
-                e => Err(e),
-            },
-        }
-    }
-
     /// Does this store honour a copy's destination condition, and safely? Runs on
     /// scratch keys only: LocalStack 4.14.0 answers 412 to a failed condition and
     /// still overwrites the destination's bytes, so never on a key that matters.

@@ -29,8 +29,8 @@ use crate::config::AuditConfig;
 use crate::contract::{Line, LineFramer, Verdict};
 use crate::error::Result;
 use crate::history;
+use crate::layout::{Folders, Layout};
 use crate::lease::LeaseRecord;
-use crate::pipeline::{self, Layout};
 use crate::store::Store;
 
 /// Inputs examined at once by `status` and `verify` (small requests each).
@@ -77,7 +77,7 @@ async fn join<T: 'static>(tasks: &mut tokio::task::JoinSet<T>) -> Result<T> {
 
 /// Names of the checkpointed inputs of `product`, in name order.
 async fn checkpointed(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
-    let listing = lake.list(&format!("checkpoints/{product}")).await?;
+    let listing = lake.list(&Folders::of(product).checkpoints).await?;
     Ok(listing
         .files
         .into_iter()
@@ -87,7 +87,7 @@ async fn checkpointed(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
 }
 
 async fn open_lake(cfg: &AuditConfig) -> Result<Arc<dyn Store>> {
-    pipeline::open_store(&cfg.lake, &cfg.s3).await
+    crate::store::open_read_only(&cfg.lake, &cfg.s3).await
 }
 
 /// One row of `status`.
@@ -142,7 +142,7 @@ pub async fn status(cfg: &AuditConfig, history_of: Option<&str>) -> Result<i32> 
     )
     .await?;
     let leases = leases(&*lake, p).await?;
-    let leftovers = leftovers(&*lake, p).await?;
+    let leftovers = leftovers(&*lake, p, &cfg.s3.staging_prefix).await?;
     if cfg.json {
         println!(
             "{}",
@@ -190,7 +190,7 @@ async fn status_row(lake: &dyn Store, product: &str, name: &str) -> Result<Statu
 
 /// Leases held: lease objects not marked released (expired ones included, marked).
 async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
-    let folder = format!("locks/{product}");
+    let folder = Folders::of(product).locks;
     let now = time::OffsetDateTime::now_utc();
     let mut out = Vec::new();
     for f in lake.list(&folder).await?.files {
@@ -238,16 +238,16 @@ async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
 
 /// Staging leftovers: S3 staging objects under `staging/<product>/<run id>/`, and
 /// local hidden temp files beside published names, checkpoints and leases.
-async fn leftovers(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
+async fn leftovers(lake: &dyn Store, product: &str, staging: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
-    let staging = format!("staging/{product}");
+    let staging = format!("{}/{product}", staging.trim_matches('/'));
     for run in lake.list(&staging).await?.folders {
         for f in lake.list(&format!("{staging}/{run}")).await?.files {
             out.push(lake.location(&format!("{staging}/{run}/{}", f.name)));
         }
     }
-    for top in ["raw", "quarantine", "checkpoints", "locks"] {
-        let folder = format!("{top}/{product}");
+    let f = Folders::of(product);
+    for folder in [f.raw, f.quarantine, f.checkpoints, f.locks] {
         for f in lake.list(&folder).await?.files {
             if f.name.starts_with('.') && f.name.ends_with(".tmp") {
                 out.push(lake.location(&format!("{folder}/{}", f.name)));
@@ -620,7 +620,10 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         for f in findings {
             total += 1;
             if cfg.json {
-                println!("{}", serde_json::to_string(&f).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string(&f).expect("a finding serialises")
+                );
             } else {
                 println!("{}: {}: {}", f.input_name, f.finding, f.detail);
             }

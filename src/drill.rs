@@ -25,11 +25,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use crate::config::{DrillConfig, Location};
+use crate::config::DrillConfig;
 use crate::error::{Error, Result};
 use crate::identity::hex;
-use crate::pipeline::{new_run_id, open_store, Layout, Validator};
-use crate::store::{Condition, CopyFence, Expect, StageSpec, Store, SweepSpec};
+use crate::layout::Layout;
+use crate::pipeline::{new_run_id, Validator};
+use crate::store::{Condition, CopyFence, Expect, Location, Store, Sweep};
 
 const NAME: &str = "drill.jsonl";
 
@@ -178,17 +179,10 @@ impl Scratch {
 
     /// What a fresh sweep would still find: must be nothing after a rerun.
     async fn leftovers(&self) -> Result<u64> {
-        let l = &self.layout;
-        let spec = SweepSpec {
-            dest_keys: vec![l.raw.clone(), l.quarantine.clone(), l.checkpoint.clone()],
-            staging_prefix: l.staging_prefix.clone(),
-            names: vec![l.input_name.clone(), l.quarantine_name.clone()],
-            run_id: String::new(),
-            which: crate::store::Sweep::Others {
-                older_than: std::time::Duration::ZERO,
-            },
+        let others = Sweep::Others {
+            older_than: std::time::Duration::ZERO,
         };
-        let r = self.store.sweep(&spec).await?;
+        let r = self.store.sweep(&self.layout.written(), "", others).await?;
         Ok(r.aborted_uploads + r.deleted_objects)
     }
 
@@ -215,8 +209,8 @@ impl Scratch {
             self.store.delete(key).await?;
         }
         // The child runs' records (runs/<product>/<name>/<run id>.json).
-        let runs = crate::history::records_folder("progress", NAME);
-        for f in self.store.list(&runs).await?.files {
+        let runs = &self.layout.runs;
+        for f in self.store.list(runs).await?.files {
             self.store.delete(&format!("{runs}/{}", f.name)).await?;
         }
         Ok(())
@@ -474,7 +468,7 @@ async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Resul
             .probe_copy_fence(("promises/probe-source", "promises/probe-target"))
             .await?
         }
-        Location::Local(_) => store.fencing(("", "")).await?,
+        Location::Local(_) => store.fencing("promises/raw/probe.jsonl", drill_id).await?,
     };
     let copy = promise(
         "store: conditional copy",
@@ -495,26 +489,25 @@ async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Resul
 /// Staged bytes are invisible under every reader-facing name until completion (a
 /// multipart upload is not an object) and promotion.
 async fn staged_bytes_stay_hidden(cfg: &DrillConfig, store: &dyn Store, run: &str) -> Result<Row> {
-    let spec = StageSpec {
-        dest_key: "promises/raw/hidden.jsonl".into(),
-        run_id: run.to_owned(),
-        staging_key: format!("promises/staging/{run}/hidden.jsonl"),
-    };
-    let mut up = store.stage(&spec).await?;
+    let dest = "promises/raw/hidden.jsonl";
+    let mut up = store.stage(dest, run).await?;
     // More than one part, so at least one part is uploaded before completion.
     up.write(Bytes::from(vec![b'\n'; cfg.s3.part_size + (1 << 20)]))
         .await?;
-    let during = store.head(&spec.staging_key).await?.is_none()
-        && store.head(&spec.dest_key).await?.is_none();
+    // On S3 an upload in progress is not even an object under its staging key; a local
+    // temp file is a hidden name beside the destination, which readers skip.
+    let s3 = matches!(cfg.lake, Location::S3 { .. });
+    let during =
+        store.head(dest).await?.is_none() && !(s3 && store.head(up.key()).await?.is_some());
     let staged = up.complete().await?;
-    let before_promote = store.head(&spec.dest_key).await?.is_none();
+    let before_promote = store.head(dest).await?.is_none();
     let promoted = store.promote(&staged, &Expect::Absent).await?;
     let after = store
-        .head(&spec.dest_key)
+        .head(dest)
         .await?
         .is_some_and(|m| m.size == promoted.size);
     store.discard(&staged).await?;
-    store.delete(&spec.dest_key).await?;
+    store.delete(dest).await?;
     let held = during && before_promote && after;
     Ok(promise(
         "store: staged bytes hidden",
@@ -543,7 +536,7 @@ async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<Sc
             }
         }
     };
-    let store = open_store(&lake, &cfg.s3).await?;
+    let store = crate::store::open(&lake, &cfg.s3).await?;
     Ok(Scratch {
         lake,
         store,

@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::error::Result;
+use crate::layout::Layout;
 use crate::store::{Condition, Store};
 
 tokio::task_local! {
@@ -130,10 +130,6 @@ pub struct RunRecord {
     pub error: Option<String>,
 }
 
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_default()
-}
-
 impl RunRecord {
     /// Build the record of a finished run from its collector.
     pub fn from_trace(
@@ -156,8 +152,8 @@ impl RunRecord {
                 product: product.to_owned(),
                 input_name: input_name.to_owned(),
                 action,
-                started_at: rfc3339(t.started_at),
-                ended_at: rfc3339(OffsetDateTime::now_utc()),
+                started_at: crate::rfc3339(t.started_at),
+                ended_at: crate::rfc3339(OffsetDateTime::now_utc()),
                 duration_s: round_ms(t.started.elapsed().as_secs_f64()),
                 stages,
                 bytes_in: t.bytes_in,
@@ -174,19 +170,9 @@ fn round_ms(secs: f64) -> f64 {
     (secs * 1000.0).round() / 1000.0
 }
 
-/// Key of a run record.
-pub fn record_key(product: &str, input_name: &str, run_id: &str) -> String {
-    format!("runs/{product}/{input_name}/{run_id}.json")
-}
-
-/// Folder of an input's run records.
-pub fn records_folder(product: &str, input_name: &str) -> String {
-    format!("runs/{product}/{input_name}")
-}
-
 /// Write a record; a failure is logged (warning) and otherwise ignored.
 pub async fn write(lake: &dyn Store, rec: &RunRecord) {
-    let key = record_key(&rec.product, &rec.input_name, &rec.run_id);
+    let key = Layout::new(&rec.product, &rec.input_name).run_record(&rec.run_id);
     let body = match serde_json::to_vec(rec) {
         Ok(mut b) => {
             b.push(b'\n');
@@ -242,7 +228,7 @@ async fn read_records(lake: &dyn Store, folder: &str, names: &[String]) -> Resul
 
 /// The records of one input, newest first.
 pub async fn read_all(lake: &dyn Store, product: &str, input_name: &str) -> Result<Vec<RunRecord>> {
-    let folder = records_folder(product, input_name);
+    let folder = Layout::new(product, input_name).runs;
     let names = record_names(lake, &folder).await?;
     read_records(lake, &folder, &names).await
 }
@@ -254,7 +240,7 @@ pub async fn latest(
     product: &str,
     input_name: &str,
 ) -> Result<Option<RunRecord>> {
-    let folder = records_folder(product, input_name);
+    let folder = Layout::new(product, input_name).runs;
     let names = record_names(lake, &folder).await?;
     let Some(last) = names.last() else {
         return Ok(None);
@@ -312,10 +298,6 @@ mod tests {
         assert_eq!(stages.len(), 2, "one entry per stage: {stages:?}");
         assert_eq!((rec.bytes_in, rec.bytes_out), (15, 7));
         assert_eq!(rec.action, "published");
-        assert_eq!(
-            record_key("progress", "a.jsonl", "r-1"),
-            "runs/progress/a.jsonl/r-1.json"
-        );
     }
 
     #[test]

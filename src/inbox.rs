@@ -24,13 +24,13 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::checkpoint;
-use crate::config::{Config, InboxConfig, Location, Progress as Mode};
+use crate::config::{Config, InboxConfig, Progress as Mode};
 use crate::error::{Error, Result};
 use crate::history::{self, RunRecord};
-use crate::pipeline::{self, Layout};
-use crate::store::local::LocalStore;
-use crate::store::s3::S3Store;
-use crate::store::{Listed, Store};
+use crate::hook::Hooks;
+use crate::layout::Layout;
+use crate::pipeline;
+use crate::store::{Listed, Location, Store};
 use crate::summary::Summary;
 
 /// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
@@ -108,12 +108,7 @@ fn input_location(inbox: &Location, name: &str) -> Location {
 
 /// The inputs of this run: listed once, filtered, in name order.
 pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
-    let store: Arc<dyn Store> = match &ic.inbox {
-        Location::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
-        Location::S3 { bucket, key } => {
-            Arc::new(S3Store::from_env(bucket, key, &ic.base.s3).await?)
-        }
-    };
+    let store = crate::store::open_read_only(&ic.inbox, &ic.base.s3).await?;
     let listing = store.list("").await?;
     let files = listing.files.len();
     let now_ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
@@ -144,15 +139,6 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
         "inbox listed"
     );
     Ok(inputs)
-}
-
-/// Open the lake shared by the cheap skips and the run records.
-async fn open_lake(cfg: &Config) -> Result<Arc<dyn Store>> {
-    if let Location::Local(dir) = &cfg.lake {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))?;
-    }
-    pipeline::open_store(&cfg.lake, &cfg.s3).await
 }
 
 /// The cheap skip: the listing equals what the checkpoint recorded and the published
@@ -203,6 +189,7 @@ fn no_outcome_line(cfg: &Config, run_id: Option<String>, action: &str, error: &s
 /// get an `error`).
 pub async fn land_one(
     cfg: &Config,
+    hooks: &Hooks,
     lake: Option<&Arc<dyn Store>>,
     try_cheap: bool,
     full_runs: Option<&tokio::sync::Semaphore>,
@@ -234,7 +221,7 @@ pub async fn land_one(
             Some(sem) => sem.acquire().await.ok(),
             None => None,
         };
-        (pipeline::run(cfg).await, false)
+        (pipeline::run(cfg, hooks).await, false)
     })
     .await;
     let (line, error) = match &result {
@@ -264,7 +251,7 @@ pub async fn land_one(
             let lake = match lake {
                 Some(l) => Some(l),
                 None => {
-                    opened = open_lake(cfg).await.ok();
+                    opened = crate::store::open(&cfg.lake, &cfg.s3).await.ok();
                     opened.as_ref()
                 }
             };
@@ -358,9 +345,10 @@ fn print_line(v: &Value) {
 
 /// `landing run --inbox`: prints one line per input as it finishes, then the totals
 /// line; returns the exit code.
-pub async fn run(ic: &InboxConfig) -> Result<i32> {
+pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
     let inputs = select(ic).await?;
-    let lake = match open_lake(&ic.base).await {
+    // The lake shared by the cheap skips and the run records.
+    let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
         Ok(l) => Some(l),
         Err(e) => {
             // Every input will fail to connect too, and say so on its own line.
@@ -393,6 +381,7 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
             ic_shared.clone(),
             stop.clone(),
         );
+        let hooks = *hooks;
         workers.spawn(async move {
             loop {
                 if stop.load(Ordering::SeqCst) != 0 {
@@ -404,7 +393,8 @@ pub async fn run(ic: &InboxConfig) -> Result<i32> {
                 cfg.input = input_location(&ic.inbox, &listed.name);
                 cfg.input_name = listed.name.clone();
                 cfg.input_meta = Some(listed.meta.clone());
-                let (_, line) = land_one(&cfg, lake.as_ref(), !ic.rehash, Some(&full_runs)).await;
+                let (_, line) =
+                    land_one(&cfg, &hooks, lake.as_ref(), !ic.rehash, Some(&full_runs)).await;
                 let action = line["action"].as_str().unwrap_or("failed").to_owned();
                 totals
                     .lock()

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
+
+use crate::rfc3339;
 use time::OffsetDateTime;
 use tokio::sync::{oneshot, Mutex};
 
@@ -74,11 +76,6 @@ fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 
-fn rfc3339(t: OffsetDateTime) -> String {
-    // Formatting a UTC OffsetDateTime as RFC 3339 cannot fail for years 0..=9999.
-    t.format(&Rfc3339).unwrap_or_default()
-}
-
 fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is writable for its whole length; gethostname NUL-terminates or truncates.
@@ -90,12 +87,14 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// The kernel's boot id; empty where unknown, which never allows an instant takeover.
 fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_owned())
         .unwrap_or_default()
 }
 
+/// The pid namespace; empty where unknown, which never allows an instant takeover.
 fn pid_ns() -> String {
     std::fs::read_link("/proc/self/ns/pid")
         .map(|p| p.display().to_string())
@@ -135,8 +134,9 @@ fn record_for(run_id: &str, ttl: Duration, acquired_at: &str) -> LeaseRecord {
 }
 
 fn encode(r: &LeaseRecord) -> Bytes {
-    // A struct of strings always serializes.
-    Bytes::from(serde_json::to_vec(r).unwrap_or_default())
+    // A struct of strings, integers and a bool has no map keys or values that JSON
+    // cannot hold, so serialising it cannot fail; an empty lease body must never be written.
+    Bytes::from(serde_json::to_vec(r).expect("a lease record serialises"))
 }
 
 impl Lease {
@@ -402,8 +402,7 @@ mod tests {
     use super::*;
     use crate::store::local::LocalStore;
     use crate::store::{
-        CopyFence, Expect, ObjectMeta, ObjectReader, StageSpec, Staged, SweepReport, SweepSpec,
-        Upload, Versioned,
+        CopyFence, Expect, ObjectMeta, ObjectReader, Staged, Sweep, SweepReport, Upload, Versioned,
     };
     use async_trait::async_trait;
 
@@ -457,20 +456,25 @@ mod tests {
         async fn delete(&self, key: &str) -> Result<()> {
             self.inner.delete(key).await
         }
-        async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
-            self.inner.stage(spec).await
+        async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
+            self.inner.stage(dest_key, run_id).await
         }
         async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
             self.inner.promote(staged, expect).await
         }
-        async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
-            self.inner.fencing(scratch).await
+        async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<CopyFence> {
+            self.inner.fencing(dest_key, run_id).await
         }
         async fn discard(&self, staged: &Staged) -> Result<()> {
             self.inner.discard(staged).await
         }
-        async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
-            self.inner.sweep(spec).await
+        async fn sweep(
+            &self,
+            dest_keys: &[String],
+            run_id: &str,
+            which: Sweep,
+        ) -> Result<SweepReport> {
+            self.inner.sweep(dest_keys, run_id, which).await
         }
     }
 

@@ -2,15 +2,21 @@
 //! into the raw zone of a data lake, under a run contract: a retry, a crash at any
 //! instant, an overlapping run or a bad file never doubles, tears or leaks data.
 //!
-//! Module map, in the order a run meets them:
+//! Module map, in the order a run meets them. Dependencies point one way: `main.rs`
+//! → `cli` → `config` → `pipeline`/`inbox` → `store`.
 //!
-//! - [`cli`]: the command line (`run`, `check`) and the outcome → exit code mapping.
-//! - [`config`]: the only reader of the environment; builds the [`config::Config`]
-//!   every other function takes.
+//! - [`cli`]: the subcommands and their flags ([`cli::args`]: every flag with its
+//!   `LANDING_*` variable, validated there into settings and hooks), and the dispatch
+//!   of a parsed command.
+//! - `config`: the validated settings every function takes instead of the environment.
+//! - `hook`: crash and pause points, handed to the pipeline by the command line (hidden
+//!   flags), the drill and the tests; a normal run has none.
+//! - `layout`: the lake layout, the one place that names raw, quarantine, checkpoint,
+//!   lease and run-record keys.
 //! - [`lease`]: one run per (product, input) at a time; exclusive create on a local
 //!   disk, `If-None-Match: *` on S3, with an expiry, a monotonic deadline checked
 //!   before every write, and a conditional release.
-//! - [`checkpoint`]: the record of the last success, read at start, written last
+//! - `checkpoint`: the record of the last success, read at start, written last
 //!   with compare-and-swap.
 //! - [`contract`]: the progress-event contract, pure code, one file per set of
 //!   rules: `frame.rs` (what a line is: the one [`contract::LineFramer`]),
@@ -18,43 +24,47 @@
 //!   lines), `time.rs` (RFC 3339 event time), `canonical.rs` (the published form);
 //!   `mod.rs` holds [`contract::validate`] and the public types.
 //! - [`identity`]: digests of canonical events and the fixed-size dedup index.
-//! - [`pipeline`]: the run as named stages (lease, checkpoint, sweep, hash, stream,
+//! - `pipeline`: the run as named stages (lease, checkpoint, sweep, hash, stream,
 //!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
 //!   pass over the input frames lines (the contract's framer, packed into batches),
 //!   checks them on both cores and decides in input order (`pipeline/scan.rs`,
 //!   `pipeline/validator.rs`).
-//! - [`store`]: the narrow storage trait and its `local` and `s3` backends; promotion
-//!   is fenced on what the run saw when it decided (probed per store on S3).
-//! - [`summary`]: the one-line JSON summary printed on stdout.
-//! - [`progress`]: progress bar on a terminal, periodic log lines otherwise.
-//! - [`inbox`]: `landing run --inbox`: lists an inbox, skips unchanged inputs
-//!   cheaply, lands the others through [`pipeline::run`] up to `--jobs` at once,
+//! - [`store`]: the narrow storage trait (stage, promote, sweep, small CAS writes),
+//!   [`store::Location`] and [`store::open`], and the `local` and `s3` backends; where
+//!   staged bytes live is each backend's business (S3: its staging prefix option);
+//!   promotion is fenced on what the run saw when it decided (probed per store on S3).
+//! - `summary`: the one-line JSON summary printed on stdout.
+//! - `progress`: progress bar on a terminal, periodic log lines otherwise.
+//! - `inbox`: `landing run --inbox`: lists an inbox, skips unchanged inputs
+//!   cheaply, lands the others through `pipeline::run` up to `--jobs` at once,
 //!   prints a line per input and the totals.
-//! - [`shard`]: the `--match` glob and the fixed `--shard I/N` hash of input names.
-//! - [`history`]: run records under `runs/` and the per-stage timing collector the
+//! - `shard`: the `--match` glob and the fixed `--shard I/N` hash of input names.
+//! - `history`: run records under `runs/` and the per-stage timing collector the
 //!   pipeline fills.
-//! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake.
-//! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.
+//! - `audit`: `landing status` and `landing verify`, read-only views of the lake.
+//! - `drill`: `landing drill`, the crash diagram rehearsed against a real store.
 //! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
 //! - [`error`]: the public error enum.
 
-pub mod audit;
-pub mod checkpoint;
+mod audit;
+mod checkpoint;
 pub mod cli;
-pub mod config;
+mod config;
 pub mod contract;
-pub mod drill;
+mod drill;
 pub mod error;
 pub mod generate;
-pub mod history;
+mod history;
+mod hook;
 pub mod identity;
-pub mod inbox;
+mod inbox;
+mod layout;
 pub mod lease;
-pub mod pipeline;
-pub mod progress;
-pub mod shard;
+mod pipeline;
+mod progress;
+mod shard;
 pub mod store;
-pub mod summary;
+mod summary;
 
 pub use error::{Error, Result};
 
@@ -73,6 +83,14 @@ pub const EXIT_BUSY: i32 = 75;
 pub const EXIT_SIGTERM: i32 = 143;
 /// Exit code of an inbox run stopped by SIGINT (128 + 2).
 pub const EXIT_SIGINT: i32 = 130;
+
+/// A UTC time as RFC 3339 (checkpoints, leases, run records).
+pub(crate) fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        // Only years outside 0..=9999 fail to format; every time here is a clock
+        // reading or one plus a lease TTL.
+        .expect("a clock time formats as RFC 3339")
+}
 
 /// Version recorded in checkpoints.
 pub const JOB_VERSION: &str = env!("CARGO_PKG_VERSION");

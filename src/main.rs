@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use landing::cli::args::LogFormat;
 use landing::cli::{self, Cli};
-use landing::config::LogFormat;
 use tracing_subscriber::EnvFilter;
 
 fn init_tracing(format: LogFormat, level: &str) {
@@ -59,7 +59,11 @@ fn main() -> ExitCode {
         Ok(cli::Outcome::Exit(code)) => ExitCode::from(code as u8),
         Ok(cli::Outcome::Drill(report, json)) => {
             if json {
-                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+                // A report of strings and bools always serialises.
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("a drill report serialises")
+                );
             } else {
                 print!("{}", report.table());
             }

@@ -15,6 +15,19 @@ pub enum Action {
     Interrupted,
 }
 
+impl Action {
+    /// As spelled on stdout and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Published => "published",
+            Action::Skipped => "skipped",
+            Action::Refused => "refused",
+            Action::Checked => "checked",
+            Action::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// The signal that interrupted a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Signal {
@@ -98,6 +111,28 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The one constructor: a run of `input` that ended in `action`, before anything
+    /// was counted or written. Each outcome sets what it adds with struct-update
+    /// syntax (`Summary { accepted_rows, ..Summary::new(…) }`).
+    pub fn new(run_id: String, product: String, input: String, action: Action) -> Summary {
+        Summary {
+            run_id,
+            product,
+            input,
+            input_sha256: String::new(),
+            action,
+            accepted_rows: 0,
+            rejected_rows: 0,
+            duplicate_rows: 0,
+            published_path: None,
+            quarantine_path: None,
+            checkpoint_moved: false,
+            reason: None,
+            quarantine_reasons: None,
+            signal: None,
+        }
+    }
+
     /// A skip: the counts and paths are the checkpoint's, nothing was written.
     pub fn skipped(
         run_id: String,
@@ -106,20 +141,13 @@ impl Summary {
         rec: &crate::checkpoint::Checkpoint,
     ) -> Summary {
         Summary {
-            run_id,
-            product,
-            input,
             input_sha256: rec.input_sha256.clone(),
-            action: Action::Skipped,
             accepted_rows: rec.accepted_rows,
             rejected_rows: rec.rejected_rows,
             duplicate_rows: rec.duplicate_rows,
             published_path: Some(rec.published_path.clone()),
             quarantine_path: rec.quarantine_path.clone(),
-            checkpoint_moved: false,
-            reason: None,
-            quarantine_reasons: None,
-            signal: None,
+            ..Summary::new(run_id, product, input, Action::Skipped)
         }
     }
 
@@ -135,7 +163,27 @@ impl Summary {
     }
 
     pub fn to_json(&self) -> String {
-        // A struct of strings, numbers and enums always serializes.
-        serde_json::to_string(self).unwrap_or_default()
+        // Strings, numbers, enums and string-keyed maps: serialising cannot fail, and
+        // an empty summary line must never be printed.
+        serde_json::to_string(self).expect("a summary serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logs spell an action exactly as the stdout summary does.
+    #[test]
+    fn actions_are_spelled_as_on_stdout() {
+        for a in [
+            Action::Published,
+            Action::Skipped,
+            Action::Refused,
+            Action::Checked,
+            Action::Interrupted,
+        ] {
+            assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
+        }
     }
 }

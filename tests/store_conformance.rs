@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use aws_sdk_s3::Client;
 use bytes::Bytes;
-use landing::config::{ChecksumMode, S3Config};
 use landing::store::local::LocalStore;
 use landing::store::s3::S3Store;
-use landing::store::{Condition, Expect, StageSpec, Staged, Store, Sweep, SweepSpec, Upload};
+use landing::store::s3::{ChecksumMode, S3Options};
+use landing::store::{Condition, Expect, Staged, Store, Sweep, Upload};
 use landing::Error;
 use s3_env::Server;
 use tokio::io::AsyncReadExt;
@@ -88,7 +88,7 @@ impl Fixture {
     }
 
     /// The store under test with explicit S3 settings (ignored by the local backend).
-    fn store_with(&self, cfg: &S3Config) -> Box<dyn Store> {
+    fn store_with(&self, cfg: &S3Options) -> Box<dyn Store> {
         match &self.s3 {
             None => Box::new(LocalStore::new(self.lake_dir())),
             Some(t) => Box::new(S3Store::from_sdk_config(&t.sdk, &t.bucket, S3_PREFIX, cfg)),
@@ -190,17 +190,29 @@ const RUN_OLD: &str = "20260101T000002Z-00000002";
 const RUN_OLD2: &str = "20260101T000003Z-00000003";
 const RUN_CUR: &str = "20260101T000004Z-00000004";
 
-fn spec(name: &str, run_id: &str) -> StageSpec {
-    StageSpec {
+/// An output to stage: where it will be published, and by which run.
+struct Spec {
+    dest_key: String,
+    run_id: String,
+}
+
+fn spec(name: &str, run_id: &str) -> Spec {
+    Spec {
         dest_key: format!("raw/progress/{name}"),
         run_id: run_id.to_owned(),
-        staging_key: format!("staging/progress/{run_id}/{name}"),
     }
 }
 
+async fn stage(store: &dyn Store, spec: &Spec) -> Box<dyn Upload> {
+    store
+        .stage(&spec.dest_key, &spec.run_id)
+        .await
+        .expect("stage")
+}
+
 /// Stage `data`, written in chunks of `chunk` bytes, and complete it.
-async fn stage_bytes(store: &dyn Store, spec: &StageSpec, data: &[u8], chunk: usize) -> Staged {
-    let mut up = store.stage(spec).await.expect("stage");
+async fn stage_bytes(store: &dyn Store, spec: &Spec, data: &[u8], chunk: usize) -> Staged {
+    let mut up = stage(store, spec).await;
     let data = Bytes::copy_from_slice(data);
     let mut at = 0;
     while at < data.len() {
@@ -438,7 +450,7 @@ async fn staged_object_is_invisible_before_promote(fx: &Fixture) {
     let store = fx.store();
     let spec = spec("a.jsonl", RUN_1);
     let data = pattern(10_000, 3);
-    let mut up = store.stage(&spec).await.expect("stage");
+    let mut up = stage(&*store, &spec).await;
     up.write(Bytes::from(data.clone())).await.expect("write");
     assert!(store.head(&spec.dest_key).await.expect("head").is_none());
     let staged = up.complete().await.expect("complete");
@@ -460,7 +472,7 @@ async fn staged_object_is_invisible_before_promote(fx: &Fixture) {
 async fn abort_leaves_nothing_behind(fx: &Fixture) {
     let store = fx.store();
     let spec = spec("a.jsonl", RUN_1);
-    let mut up = store.stage(&spec).await.expect("stage");
+    let mut up = stage(&*store, &spec).await;
     // More than one 5 MiB part, so a part is in flight or uploaded when aborting.
     let data = Bytes::from(pattern(6 * MIB, 4));
     up.write(data.slice(..3 * MIB)).await.expect("write");
@@ -487,7 +499,7 @@ async fn multi_part_staging_round_trips(fx: &Fixture) {
     let store = fx.store();
     let data = pattern(12 * MIB, 5);
     let spec = spec("a.jsonl", RUN_1);
-    let mut up = store.stage(&spec).await.expect("stage");
+    let mut up = stage(&*store, &spec).await;
     let bytes = Bytes::from(data.clone());
     up.write(bytes.slice(..700_001)).await.expect("write");
     up.write(bytes.slice(700_001..1_000_000))
@@ -527,7 +539,7 @@ async fn empty_output_round_trips(fx: &Fixture) {
 }
 
 async fn multipart_copy_promotion_round_trips(fx: &Fixture) {
-    let cfg = S3Config {
+    let cfg = S3Options {
         copy_threshold: 6 << 20,
         ..s3_env::test_s3_config()
     };
@@ -570,7 +582,7 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
     let store = fx.store();
     // Leftovers of a crash: an incomplete upload (run-old), a completed staging object
     // never cleaned up (run-old2), the current run's own upload, and another input's.
-    let old_upload = store.stage(&spec("a.jsonl", RUN_OLD)).await.expect("stage");
+    let old_upload = stage(&*store, &spec("a.jsonl", RUN_OLD)).await;
     let mut old_upload = old_upload;
     old_upload
         .write(Bytes::from_static(b"{\"x\":1}\n"))
@@ -580,24 +592,19 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
     // on it: drop the handle (no backend deletes anything on drop).
     drop(old_upload);
     stage_bytes(&*store, &spec("a.jsonl", RUN_OLD2), b"{\"x\":2}\n", 8).await;
-    let mut own = store.stage(&spec("a.jsonl", RUN_CUR)).await.expect("stage");
+    let mut own = stage(&*store, &spec("a.jsonl", RUN_CUR)).await;
     own.write(Bytes::from_static(b"{\"x\":3}\n"))
         .await
         .expect("write");
-    let mut other: Box<dyn Upload> = store.stage(&spec("b.jsonl", RUN_OLD)).await.expect("stage");
+    let mut other: Box<dyn Upload> = stage(&*store, &spec("b.jsonl", RUN_OLD)).await;
     other
         .write(Bytes::from_static(b"{\"x\":4}\n"))
         .await
         .expect("write");
     drop(other);
 
-    let sweep = |older_than| SweepSpec {
-        dest_keys: vec!["raw/progress/a.jsonl".to_owned()],
-        staging_prefix: "staging/progress/".to_owned(),
-        names: vec!["a.jsonl".to_owned()],
-        run_id: RUN_CUR.to_owned(),
-        which: Sweep::Others { older_than },
-    };
+    let dest_keys = ["raw/progress/a.jsonl".to_owned()];
+    let sweep = |older_than| store.sweep(&dest_keys, RUN_CUR, Sweep::Others { older_than });
     let before_uploads = if fx.is_s3() {
         fx.incomplete_uploads().await
     } else {
@@ -609,15 +616,12 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
     // ListMultipartUploads answers a fixed `Initiated` of 2010-11-10 for every upload,
     // so its incomplete uploads always look old enough.
     let moto = fx.backend == Backend::S3(Server::Moto);
-    let report = store
-        .sweep(&sweep(Duration::from_secs(3600)))
-        .await
-        .expect("sweep");
+    let report = sweep(Duration::from_secs(3600)).await.expect("sweep");
     let young = if moto { (1, 0) } else { (0, 0) };
     assert_eq!((report.aborted_uploads, report.deleted_objects), young);
     assert_eq!(fx.all_keys().await, before_keys);
 
-    let report = store.sweep(&sweep(Duration::ZERO)).await.expect("sweep");
+    let report = sweep(Duration::ZERO).await.expect("sweep");
     let keys = fx.all_keys().await;
     if fx.is_s3() {
         assert_eq!(
@@ -675,7 +679,7 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
         (ChecksumMode::WhenSupported, true),
         (ChecksumMode::WhenRequired, false),
     ] {
-        let cfg = S3Config {
+        let cfg = S3Options {
             request_checksum: Some(mode),
             response_checksum: Some(mode),
             ..s3_env::test_s3_config()

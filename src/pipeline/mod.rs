@@ -18,68 +18,27 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use scan::{scan, Out};
 use validator::Sequencer;
-pub use validator::{Counts, Validator, CHECK_REASONS};
+pub use validator::{Counts, Validator};
 
 use crate::checkpoint::{self, Checkpoint, Current, PublishedVersion};
-use crate::config::{Config, CrashPoint, Location, PausePoint, S3Config};
+use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
+use crate::hook::{CrashPoint, Hooks, PausePoint};
+use crate::layout::Layout;
 use crate::lease::{Lease, LeaseOptions};
 use crate::progress::Progress;
 use crate::store::local::LocalStore;
-use crate::store::s3::S3Store;
+use crate::store::s3::{S3Options, S3Store};
 use crate::store::{
-    CopyFence, Expect, ObjectMeta, StageSpec, Staged, Store, Sweep, SweepSpec, Upload, Version,
+    CopyFence, Expect, Location, ObjectMeta, Staged, Store, Sweep, Upload, Version,
 };
 use crate::summary::{Action, Refusal, Signal, Summary};
-
-/// Where one input's objects live in the lake (docs/CONTRACT.md section 4).
-#[derive(Debug, Clone)]
-pub struct Layout {
-    pub raw: String,
-    pub quarantine: String,
-    pub checkpoint: String,
-    pub lock: String,
-    pub staging_prefix: String,
-    pub input_name: String,
-    pub quarantine_name: String,
-}
-
-impl Layout {
-    pub fn new(product: &str, input_name: &str) -> Self {
-        let quarantine_name = format!("{input_name}.rejects.jsonl");
-        Layout {
-            raw: format!("raw/{product}/{input_name}"),
-            quarantine: format!("quarantine/{product}/{quarantine_name}"),
-            checkpoint: format!("checkpoints/{product}/{input_name}.json"),
-            lock: format!("locks/{product}/{input_name}.lock"),
-            staging_prefix: format!("staging/{product}/"),
-            input_name: input_name.to_owned(),
-            quarantine_name,
-        }
-    }
-
-    /// Scratch keys for the probe of copy conditions, in this run's own staging and
-    /// named after the input, so a sweep of this input removes them after a crash.
-    pub fn probe_keys(&self, run_id: &str) -> (String, String) {
-        let at = |what| format!("{}{run_id}/{what}/{}", self.staging_prefix, self.input_name);
-        (at("probe-source"), at("probe-target"))
-    }
-
-    fn stage_spec(&self, dest_key: &str, name: &str, run_id: &str) -> StageSpec {
-        StageSpec {
-            dest_key: dest_key.to_owned(),
-            run_id: run_id.to_owned(),
-            staging_key: format!("{}{run_id}/{name}", self.staging_prefix),
-        }
-    }
-}
 
 /// Everything a stage needs, opened once per run.
 struct Ctx<'a> {
@@ -90,6 +49,19 @@ struct Ctx<'a> {
     input_location: String,
     lake: Arc<dyn Store>,
     layout: Layout,
+    hooks: Hooks,
+}
+
+impl Ctx<'_> {
+    /// This run's summary for `action`, before anything is counted.
+    fn summary(&self, action: Action) -> Summary {
+        Summary::new(
+            self.run_id.clone(),
+            self.cfg.product.clone(),
+            self.input_location.clone(),
+            action,
+        )
+    }
 }
 
 /// A unique, sortable run id: UTC start time plus 32 random bits.
@@ -114,14 +86,6 @@ pub(crate) fn random_u64() -> u64 {
     h.finish()
 }
 
-/// Open a store rooted at a location (a folder, or an S3 bucket plus prefix).
-pub(crate) async fn open_store(loc: &Location, s3: &S3Config) -> Result<Arc<dyn Store>> {
-    Ok(match loc {
-        Location::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
-        Location::S3 { bucket, key } => Arc::new(S3Store::from_env(bucket, key, s3).await?),
-    })
-}
-
 /// Open the input as (store rooted at its folder or bucket, key of the input).
 async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)> {
     match &cfg.input {
@@ -134,20 +98,6 @@ async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)> {
             let store = S3Store::from_env(bucket, "", &cfg.s3).await?;
             Ok((Arc::new(store), key.clone()))
         }
-    }
-}
-
-/// Crash drills: die here if this is the configured crash point.
-fn crash_point(cfg: &Config, point: CrashPoint) {
-    if cfg.crash_at == Some(point) {
-        point.fire();
-    }
-}
-
-/// Tests: wait here if this is the configured pause point.
-async fn pause_point(cfg: &Config, point: PausePoint) {
-    if cfg.pause_at == Some(point) {
-        point.wait().await;
     }
 }
 
@@ -201,16 +151,16 @@ fn lease_options(cfg: &Config) -> LeaseOptions {
 }
 
 /// `landing run`: land one input under the run contract.
-pub async fn run(cfg: &Config) -> Result<Summary> {
+pub async fn run(cfg: &Config, hooks: &Hooks) -> Result<Summary> {
     let run_id = new_run_id();
     crate::history::begin(&run_id);
     let span =
         tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %cfg.input);
     // Instrumented, not entered: inbox runs land several inputs at once on one runtime.
-    tracing::Instrument::instrument(run_in_span(cfg, run_id), span).await
+    tracing::Instrument::instrument(run_in_span(cfg, *hooks, run_id), span).await
 }
 
-async fn run_in_span(cfg: &Config, run_id: String) -> Result<Summary> {
+async fn run_in_span(cfg: &Config, hooks: Hooks, run_id: String) -> Result<Summary> {
     let input_location = cfg.input.to_string();
     let mut signals = Signals::install(&input_location)?;
     let (input, input_key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
@@ -225,12 +175,11 @@ async fn run_in_span(cfg: &Config, run_id: String) -> Result<Summary> {
             &with_meta
         }
     };
-    if let Location::Local(dir) = &cfg.lake {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))
-            .at(Step::Connect, &input_location)?;
-    }
-    let lake = open_store(&cfg.lake, &cfg.s3)
+    let s3 = S3Options {
+        crash_after_part: hooks.crash_after_part(),
+        ..cfg.s3.clone()
+    };
+    let lake = crate::store::open(&cfg.lake, &s3)
         .await
         .at(Step::Connect, &input_location)?;
     let layout = Layout::new(&cfg.product, &cfg.input_name);
@@ -246,6 +195,7 @@ async fn run_in_span(cfg: &Config, run_id: String) -> Result<Summary> {
         input_location,
         lake,
         layout,
+        hooks,
     };
     let result = run_leased(&ctx, &lease, &mut signals).await;
     if let Err(e) = lease.release().await {
@@ -270,7 +220,7 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Resu
         Decision::Done(summary) => return Ok(*summary),
         Decision::Publish(staged) => staged,
     };
-    pause_point(ctx.cfg, PausePoint::AfterStaging).await;
+    ctx.hooks.pause(PausePoint::AfterStaging).await;
     // A signal that came while staging completed still stops us before the publish.
     if let Some(signal) = signals.pending().await {
         return interrupted(ctx, signal, Some(&staged)).await;
@@ -282,10 +232,9 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Resu
 /// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
 async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
-    let probe = ctx.layout.probe_keys(&ctx.run_id);
     let fence = ctx
         .lake
-        .fencing((&probe.0, &probe.1))
+        .fencing(&ctx.layout.raw, &ctx.run_id)
         .await
         .map_err(at(Step::Connect))?;
     if fence != CopyFence::Fenced {
@@ -327,7 +276,7 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
         .await
         .map_err(at(Step::Stage))?;
     crate::history::lap("stage");
-    crash_point(ctx.cfg, CrashPoint::AfterStaging);
+    ctx.hooks.crash(CrashPoint::AfterStaging);
     Ok(Decision::Publish(Box::new(staged)))
 }
 
@@ -336,18 +285,18 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
     lease.ensure_held().map_err(at(Step::Publish))?;
     // Tests: the deadline was fine, now another run overtakes this one.
-    pause_point(ctx.cfg, PausePoint::BeforePromote).await;
+    ctx.hooks.pause(PausePoint::BeforePromote).await;
     let published = publish(ctx, lease, staged)
         .await
         .map_err(at(Step::Publish))?;
     crate::history::lap("promote");
-    crash_point(ctx.cfg, CrashPoint::AfterPublish);
+    ctx.hooks.crash(CrashPoint::AfterPublish);
     lease.ensure_held().map_err(at(Step::Checkpoint))?;
     let moved = commit(ctx, staged, &published)
         .await
         .map_err(at(Step::Checkpoint))?;
     crate::history::lap("checkpoint");
-    crash_point(ctx.cfg, CrashPoint::AfterCheckpoint);
+    ctx.hooks.crash(CrashPoint::AfterCheckpoint);
     cleanup(ctx, staged).await;
     crate::history::lap("cleanup");
     Ok(published_summary(ctx, staged, moved))
@@ -373,20 +322,8 @@ async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) 
         warn!(error = %e, "could not remove this run's staging; a later run sweeps it");
     }
     let summary = Summary {
-        run_id: ctx.run_id.clone(),
-        product: ctx.cfg.product.clone(),
-        input: ctx.input_location.clone(),
-        input_sha256: String::new(),
-        action: Action::Interrupted,
-        accepted_rows: 0,
-        rejected_rows: 0,
-        duplicate_rows: 0,
-        published_path: None,
-        quarantine_path: None,
-        checkpoint_moved: false,
-        reason: None,
-        quarantine_reasons: None,
         signal: Some(signal),
+        ..ctx.summary(Action::Interrupted)
     };
     log_outcome(&summary);
     Ok(summary)
@@ -394,15 +331,10 @@ async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) 
 
 /// Remove leftovers: of crashed runs before doing any work, or this run's own.
 async fn sweep(ctx: &Ctx<'_>, which: Sweep) -> Result<()> {
-    let l = &ctx.layout;
-    let spec = SweepSpec {
-        dest_keys: vec![l.raw.clone(), l.quarantine.clone(), l.checkpoint.clone()],
-        staging_prefix: l.staging_prefix.clone(),
-        names: vec![l.input_name.clone(), l.quarantine_name.clone()],
-        run_id: ctx.run_id.clone(),
-        which,
-    };
-    let report = ctx.lake.sweep(&spec).await?;
+    let report = ctx
+        .lake
+        .sweep(&ctx.layout.written(), &ctx.run_id, which)
+        .await?;
     if report.aborted_uploads + report.deleted_objects > 0 {
         info!(
             aborted_uploads = report.aborted_uploads,
@@ -491,7 +423,7 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let l = &ctx.layout;
     let data = ctx
         .lake
-        .stage(&l.stage_spec(&l.raw, &l.input_name, &ctx.run_id))
+        .stage(&l.raw, &ctx.run_id)
         .await
         .at(Step::Stage, input)?;
     let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size, random_u64());
@@ -504,7 +436,7 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         progress,
         ctx.cfg.max_line_bytes,
         Some((v, Some(out_tx))),
-        ctx.cfg.crash_at == Some(CrashPoint::WorkerPanic),
+        ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
     );
     let (scanned, written) = tokio::join!(scanned, writer);
     let (data, quarantine) = written.at(Step::Stage, input)?;
@@ -555,8 +487,8 @@ async fn write_staging(
         }
         if !wrote_any {
             wrote_any = true;
-            crash_point(ctx.cfg, CrashPoint::MidStream);
-            pause_point(ctx.cfg, PausePoint::MidStream).await;
+            ctx.hooks.crash(CrashPoint::MidStream);
+            ctx.hooks.pause(PausePoint::MidStream).await;
         }
     }
     Ok((data, quarantine))
@@ -570,8 +502,7 @@ async fn flush_quarantine(
 ) -> Result<()> {
     if upload.is_none() {
         let l = &ctx.layout;
-        let spec = l.stage_spec(&l.quarantine, &l.quarantine_name, &ctx.run_id);
-        *upload = Some(ctx.lake.stage(&spec).await?);
+        *upload = Some(ctx.lake.stage(&l.quarantine, &ctx.run_id).await?);
     }
     match upload.as_mut() {
         Some(u) => u.write(records).await,
@@ -587,20 +518,12 @@ async fn refuse(ctx: &Ctx<'_>, streamed: Streamed, refusal: Refusal) -> Result<S
         q.abort().await.at(Step::Cleanup, input)?;
     }
     let summary = Summary {
-        run_id: ctx.run_id.clone(),
-        product: ctx.cfg.product.clone(),
-        input: input.clone(),
         input_sha256: streamed.sha256,
-        action: Action::Refused,
         accepted_rows: streamed.counts.accepted,
         rejected_rows: streamed.counts.rejected,
         duplicate_rows: streamed.counts.duplicates,
-        published_path: None,
-        quarantine_path: None,
-        checkpoint_moved: false,
         reason: Some(refusal),
-        quarantine_reasons: None,
-        signal: None,
+        ..ctx.summary(Action::Refused)
     };
     log_outcome(&summary);
     Ok(summary)
@@ -686,9 +609,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
             .quarantine
             .as_ref()
             .map(|_| lake.location(&ctx.layout.quarantine)),
-        committed_at: OffsetDateTime::now_utc()
-            .format(&Rfc3339)
-            .unwrap_or_default(),
+        committed_at: crate::rfc3339(OffsetDateTime::now_utc()),
         run_id: ctx.run_id.clone(),
         job_version: crate::JOB_VERSION.to_owned(),
         input: checkpoint::InputIdentity::of(ctx.cfg.input_meta.as_ref()),
@@ -747,11 +668,7 @@ async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
 
 fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary {
     let summary = Summary {
-        run_id: ctx.run_id.clone(),
-        product: ctx.cfg.product.clone(),
-        input: ctx.input_location.clone(),
         input_sha256: staged.sha256.clone(),
-        action: Action::Published,
         accepted_rows: staged.counts.accepted,
         rejected_rows: staged.counts.rejected,
         duplicate_rows: staged.counts.duplicates,
@@ -761,9 +678,7 @@ fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary 
             .as_ref()
             .map(|_| ctx.lake.location(&ctx.layout.quarantine)),
         checkpoint_moved: moved,
-        reason: None,
-        quarantine_reasons: None,
-        signal: None,
+        ..ctx.summary(Action::Published)
     };
     log_outcome(&summary);
     summary
@@ -771,10 +686,7 @@ fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary 
 
 fn log_outcome(s: &Summary) {
     // Spelled as on stdout (`published`); a `None` reason records no field at all.
-    let action = serde_json::to_value(s.action)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let action = s.action.as_str();
     info!(
         input_sha256 = %s.input_sha256,
         action = %action,
@@ -810,20 +722,13 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
     let v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
     let c = v.counts();
     let summary = Summary {
-        run_id,
-        product: cfg.product.clone(),
-        input: input_location,
         input_sha256: sha256,
-        action: Action::Checked,
         accepted_rows: c.accepted,
         rejected_rows: c.rejected,
         duplicate_rows: c.duplicates,
-        published_path: None,
-        quarantine_path: None,
-        checkpoint_moved: false,
         reason: v.refusal().cloned(),
         quarantine_reasons: Some(v.first_rejects().to_vec()),
-        signal: None,
+        ..Summary::new(run_id, cfg.product.clone(), input_location, Action::Checked)
     };
     log_outcome(&summary);
     Ok(summary)

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, StageSpec, Staged,
-    Store, Sweep, SweepReport, SweepSpec, Upload, Version, Versioned,
+    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, Staged, Store, Sweep,
+    SweepReport, Upload, Version, Versioned,
 };
 use crate::error::{Error, Result};
 
@@ -226,16 +226,16 @@ fn is_write_tag(s: &str) -> bool {
 }
 
 /// Should the sweep remove this temp file (whose tag is `tag`)?
-fn wanted(tag: &str, spec: &SweepSpec, md: &fs::Metadata, now: SystemTime) -> bool {
-    match spec.which {
-        Sweep::Own => tag == spec.run_id,
+fn wanted(tag: &str, run_id: &str, which: Sweep, md: &fs::Metadata, now: SystemTime) -> bool {
+    match which {
+        Sweep::Own => tag == run_id,
         Sweep::Others { older_than } => {
             let age = md
                 .modified()
                 .ok()
                 .and_then(|t| now.duration_since(t).ok())
                 .unwrap_or(Duration::ZERO);
-            tag != spec.run_id && age >= older_than
+            tag != run_id && age >= older_than
         }
     }
 }
@@ -259,10 +259,15 @@ fn remove_unless_live(path: &Path) -> io::Result<bool> {
     }
 }
 
-fn sweep_blocking(root: &LocalStore, spec: &SweepSpec) -> Result<SweepReport> {
+fn sweep_blocking(
+    root: &LocalStore,
+    dest_keys: &[String],
+    run_id: &str,
+    which: Sweep,
+) -> Result<SweepReport> {
     let mut report = SweepReport::default();
     let now = SystemTime::now();
-    for key in &spec.dest_keys {
+    for key in dest_keys {
         let dest = root.path(key)?;
         let dir = parent(&dest);
         let name = file_name(&dest);
@@ -279,7 +284,7 @@ fn sweep_blocking(root: &LocalStore, spec: &SweepSpec) -> Result<SweepReport> {
                 continue;
             };
             let Ok(md) = entry.metadata() else { continue };
-            if !wanted(tag, spec, &md, now) {
+            if !wanted(tag, run_id, which, &md, now) {
                 continue;
             }
             if remove_unless_live(&entry.path()).map_err(|e| root.err("sweep", &entry.path(), e))? {
@@ -388,16 +393,16 @@ impl Store for LocalStore {
         .await
     }
 
-    async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
-        let dest = self.path(&spec.dest_key)?;
-        let tmp = temp_path(&dest, &spec.run_id);
+    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
+        let dest = self.path(dest_key)?;
+        let tmp = temp_path(&dest, run_id);
         let store = self.clone();
         let tmp2 = tmp.clone();
         let file = blocking(move || {
             create_temp(&tmp2).map_err(|e| store.err("create temp file", &tmp2, e))
         })
         .await?;
-        let key = match spec.dest_key.rsplit_once('/') {
+        let key = match dest_key.rsplit_once('/') {
             Some((dir, _)) => format!("{dir}/{}", file_name(&tmp)),
             None => file_name(&tmp),
         };
@@ -406,7 +411,7 @@ impl Store for LocalStore {
             path: tmp,
             staged: Staged {
                 key,
-                dest_key: spec.dest_key.clone(),
+                dest_key: dest_key.to_owned(),
                 size: 0,
             },
         }))
@@ -443,7 +448,7 @@ impl Store for LocalStore {
         .await
     }
 
-    async fn fencing(&self, _scratch: (&str, &str)) -> Result<CopyFence> {
+    async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<CopyFence> {
         // Promotion checks the destination and renames under one lock.
         Ok(CopyFence::Fenced)
     }
@@ -457,10 +462,10 @@ impl Store for LocalStore {
         }
     }
 
-    async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
+    async fn sweep(&self, dest_keys: &[String], run_id: &str, which: Sweep) -> Result<SweepReport> {
         let store = self.clone();
-        let spec = spec.clone();
-        blocking(move || sweep_blocking(&store, &spec)).await
+        let (dest_keys, run_id) = (dest_keys.to_vec(), run_id.to_owned());
+        blocking(move || sweep_blocking(&store, &dest_keys, &run_id, which)).await
     }
 }
 
@@ -480,6 +485,10 @@ impl LocalUpload {
 
 #[async_trait]
 impl Upload for LocalUpload {
+    fn key(&self) -> &str {
+        &self.staged.key
+    }
+
     async fn write(&mut self, data: Bytes) -> Result<()> {
         let Some(file) = self.file.as_mut() else {
             return Err(self.io_err("write temp file", io::Error::other("already closed")));

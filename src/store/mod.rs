@@ -6,16 +6,85 @@
 //! Keys are `/`-separated and relative to the store's root (a folder, or an S3
 //! bucket plus prefix).
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub mod local;
 pub mod s3;
+
+use local::LocalStore;
+use s3::{S3Options, S3Store};
+
+/// Where an input or a lake lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local file (input) or folder (lake).
+    Local(PathBuf),
+    /// An S3 bucket and key (input) or prefix (lake, may be empty).
+    S3 { bucket: String, key: String },
+}
+
+impl Location {
+    pub fn parse(s: &str) -> Result<Self> {
+        if let Some(rest) = s.strip_prefix("s3://") {
+            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(Error::Config(format!("{s}: an S3 URL needs a bucket")));
+            }
+            return Ok(Location::S3 {
+                bucket: bucket.to_owned(),
+                key: key.trim_matches('/').to_owned(),
+            });
+        }
+        if s.is_empty() {
+            return Err(Error::Config("empty path".into()));
+        }
+        Ok(Location::Local(PathBuf::from(s)))
+    }
+
+    /// The input name: the last path segment.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Location::Local(p) => p.file_name().and_then(|n| n.to_str()),
+            Location::S3 { key, .. } => key.rsplit('/').next().filter(|n| !n.is_empty()),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Local(p) => write!(f, "{}", p.display()),
+            Location::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+        }
+    }
+}
+
+/// Open the store rooted at `loc` to write: a folder (created if missing, so a first
+/// run on a new machine needs no setup) or an S3 bucket plus prefix, configured by `s3`.
+pub async fn open(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Store>> {
+    if let Location::Local(dir) = loc {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))?;
+    }
+    open_read_only(loc, s3).await
+}
+
+/// Open the store rooted at `loc` without creating anything (`status`, `verify`,
+/// inputs): a missing local folder reads as empty.
+pub async fn open_read_only(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Store>> {
+    Ok(match loc {
+        Location::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
+        Location::S3 { bucket, key } => Arc::new(S3Store::from_env(bucket, key, s3).await?),
+    })
+}
 
 /// What the skip rule compares: the published object's size and its version marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,17 +202,6 @@ pub struct ObjectReader {
     pub size: u64,
 }
 
-/// Where to stage an output before it is published at `dest_key`.
-#[derive(Debug, Clone)]
-pub struct StageSpec {
-    /// The published key the staged bytes will be promoted to.
-    pub dest_key: String,
-    /// The run staging it; local temp names and S3 staging keys carry it.
-    pub run_id: String,
-    /// Staging key for stores without an atomic rename (S3): `staging/<product>/<run id>/<name>`.
-    pub staging_key: String,
-}
-
 /// A completed staging object, not yet visible under its published name.
 #[derive(Debug, Clone)]
 pub struct Staged {
@@ -160,20 +218,6 @@ pub enum Sweep {
     Others { older_than: Duration },
     /// The current run's own staging, after it was interrupted.
     Own,
-}
-
-/// What a sweep of leftovers should look at.
-#[derive(Debug, Clone)]
-pub struct SweepSpec {
-    /// Published keys whose leftovers (temp files beside them) may exist.
-    pub dest_keys: Vec<String>,
-    /// Prefix holding per-run staging folders (`staging/<product>/`).
-    pub staging_prefix: String,
-    /// Only leftovers whose final path segment is one of these names are swept.
-    pub names: Vec<String>,
-    /// The current run.
-    pub run_id: String,
-    pub which: Sweep,
 }
 
 /// What a sweep removed.
@@ -215,8 +259,11 @@ pub trait Store: Send + Sync {
     /// Delete `key`; absent is not an error.
     async fn delete(&self, key: &str) -> Result<()>;
 
-    /// Start staging an output that no reader can see until [`Store::promote`].
-    async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>>;
+    /// Start staging the output that run `run_id` will publish at `dest_key`; no reader
+    /// can see it until [`Store::promote`]. Where staged bytes live is the backend's
+    /// business (a hidden temp file beside the destination, or an S3 staging key); both
+    /// carry the run id, so [`Store::sweep`] can tell runs apart.
+    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>>;
 
     /// Publish staged bytes under their destination atomically (a reader sees the old
     /// object or the new one), make it durable, verify it, and return its metadata.
@@ -226,23 +273,54 @@ pub trait Store: Send + Sync {
     async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta>;
 
     /// Whether [`Store::promote`] is fenced on this store (probed once per process,
-    /// then cached). A probe writes only the two `scratch` keys, which lie in the
-    /// run's own staging so a sweep removes them if the run dies mid-probe.
-    async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence>;
+    /// then cached). A probe writes only scratch objects in the staging of `dest_key`
+    /// by `run_id`, so a sweep removes them if the run dies mid-probe.
+    async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<CopyFence>;
 
     /// Remove a staging object once the checkpoint is written. Absent is fine.
     async fn discard(&self, staged: &Staged) -> Result<()>;
 
-    /// Remove leftovers of crashed runs (incomplete uploads, staging objects, temp files).
-    async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport>;
+    /// Remove leftovers that writing `dest_keys` may have left (incomplete uploads,
+    /// staging objects, temp files): other runs' leftovers old enough, or `run_id`'s own.
+    async fn sweep(&self, dest_keys: &[String], run_id: &str, which: Sweep) -> Result<SweepReport>;
 }
 
 /// An output being staged. Bytes are written in order; nothing is visible to readers.
 #[async_trait]
 pub trait Upload: Send {
+    /// Where the bytes are being staged (for messages, and the drill's visibility check).
+    fn key(&self) -> &str;
     async fn write(&mut self, data: Bytes) -> Result<()>;
     /// Make the staged bytes complete and durable.
     async fn complete(self: Box<Self>) -> Result<Staged>;
     /// Drop everything staged so far.
     async fn abort(self: Box<Self>) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_s3_and_local_locations() {
+        assert_eq!(
+            Location::parse("s3://b/p/q/").unwrap(),
+            Location::S3 {
+                bucket: "b".into(),
+                key: "p/q".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("s3://b").unwrap(),
+            Location::S3 {
+                bucket: "b".into(),
+                key: "".into()
+            }
+        );
+        assert!(Location::parse("s3:///k").is_err());
+        assert_eq!(
+            Location::parse("lake").unwrap(),
+            Location::Local(PathBuf::from("lake"))
+        );
+    }
 }

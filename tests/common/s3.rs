@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_s3::config::Credentials;
 use aws_sdk_s3::Client;
-use landing::config::S3Config;
+use landing::store::s3::S3Options;
 
 /// An S3-compatible server started by `scripts/test-servers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,15 +144,15 @@ pub fn unique_bucket(test: &str) -> String {
 
 /// S3 settings for tests: path-style, the smallest part S3 allows (so multi-part
 /// paths run on small data), modest timeouts.
-pub fn test_s3_config() -> S3Config {
-    S3Config {
+pub fn test_s3_config() -> S3Options {
+    S3Options {
         force_path_style: true,
         part_size: 5 << 20,
         upload_concurrency: 2,
         max_attempts: 3,
         operation_timeout: Duration::from_secs(120),
         read_timeout: Duration::from_secs(30),
-        ..S3Config::default()
+        ..S3Options::default()
     }
 }
 

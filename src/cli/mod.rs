@@ -1,12 +1,15 @@
-//! The command line: `landing run` and `landing check`, and the mapping from an
-//! outcome to the process exit code.
+//! The command line: the subcommands, their arguments ([`args`]: every flag with
+//! its `LANDING_*` variable), and the dispatch of a parsed command to the library.
+
+pub mod args;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{
-    AuditArgs, AuditConfig, CommonArgs, Config, DrillArgs, DrillConfig, LogFormat, RunArgs, RunPlan,
-};
+use args::{AuditArgs, CommonArgs, DrillArgs, LogFormat, RunArgs};
+
+use crate::config::{Config, RunPlan};
 use crate::error::{Error, Result};
+use crate::hook::Hooks;
 use crate::pipeline;
 use crate::summary::Summary;
 
@@ -117,33 +120,35 @@ pub enum Outcome {
 pub async fn execute(cli: &Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Run(args) => {
-            let plan = RunPlan::from_args(args)?;
+            let plan = args.plan()?;
             if args.dry_run {
                 println!("{}", plan.to_json());
                 return Ok(Outcome::Exit(crate::EXIT_OK));
             }
             match plan {
-                RunPlan::Single(cfg) => run_single(&cfg).await,
-                RunPlan::Inbox(ic) => Ok(Outcome::Exit(crate::inbox::run(&ic).await?)),
+                RunPlan::Single(cfg) => run_single(&cfg, &args.hooks()).await,
+                RunPlan::Inbox(ic) => {
+                    Ok(Outcome::Exit(crate::inbox::run(&ic, &args.hooks()).await?))
+                }
             }
         }
         Command::Check(args) => Ok(Outcome::Summary(Box::new(
-            pipeline::check(&Config::for_check(args)?).await?,
+            pipeline::check(&args.check_config()?).await?,
         ))),
         Command::Generate(g) => generate(g).map(|()| Outcome::Generated),
         Command::Drill(d) => {
-            let cfg = DrillConfig::from_args(d)?;
+            let cfg = d.config()?;
             let report = crate::drill::drill(&cfg).await?;
             Ok(Outcome::Drill(Box::new(report), cfg.json))
         }
         Command::Status(s) => {
-            let cfg = AuditConfig::from_args(&s.audit)?;
+            let cfg = s.audit.config()?;
             Ok(Outcome::Exit(
                 crate::audit::status(&cfg, s.history.as_deref()).await?,
             ))
         }
         Command::Verify(v) => {
-            let cfg = AuditConfig::from_args(&v.audit)?;
+            let cfg = v.audit.config()?;
             Ok(Outcome::Exit(crate::audit::verify(&cfg, v.deep).await?))
         }
     }
@@ -151,8 +156,8 @@ pub async fn execute(cli: &Cli) -> Result<Outcome> {
 
 /// One input, with its run record; a failure keeps its error, which main prints
 /// with its chain and maps to the exit code.
-async fn run_single(cfg: &Config) -> Result<Outcome> {
-    let (result, _line) = crate::inbox::land_one(cfg, None, false, None).await;
+async fn run_single(cfg: &Config, hooks: &Hooks) -> Result<Outcome> {
+    let (result, _line) = crate::inbox::land_one(cfg, hooks, None, false, None).await;
     Ok(Outcome::Summary(Box::new(result?)))
 }
 

@@ -75,11 +75,14 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::task::JoinSet;
 
+mod options;
+
+pub use options::{defaults, ChecksumMode, ConditionalCopy, S3Options, PART_SIZE_MIB_RANGE};
+
 use super::{
-    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, StageSpec, Staged,
-    Store, Sweep, SweepReport, SweepSpec, Upload, Version, Versioned,
+    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, Staged, Store, Sweep,
+    SweepReport, Upload, Version, Versioned,
 };
-use crate::config::{ChecksumMode, ConditionalCopy, CrashPoint, S3Config};
 use crate::error::{Error, Result};
 
 /// S3's smallest allowed part, for all parts but the last.
@@ -118,7 +121,7 @@ pub struct S3Store {
     bucket: String,
     /// Without leading or trailing `/`; may be empty.
     prefix: String,
-    cfg: S3Config,
+    cfg: S3Options,
     /// Whether multipart uploads carry CRC32 part checksums (see the module doc).
     part_checksums: bool,
 }
@@ -142,7 +145,7 @@ impl S3Store {
     /// Build from the AWS standard chain (environment, profile, web identity), applying
     /// `cfg`. Without any configured region, `us-east-1` is assumed (what S3-compatible
     /// servers expect; AWS redirects are not followed either way).
-    pub async fn from_env(bucket: &str, prefix: &str, cfg: &S3Config) -> Result<Self> {
+    pub async fn from_env(bucket: &str, prefix: &str, cfg: &S3Options) -> Result<Self> {
         if bucket.is_empty() {
             return Err(Error::Config("an S3 location needs a bucket".into()));
         }
@@ -161,7 +164,7 @@ impl S3Store {
         sdk: &aws_config::SdkConfig,
         bucket: &str,
         prefix: &str,
-        cfg: &S3Config,
+        cfg: &S3Options,
     ) -> Self {
         // The per-attempt bound is what limits how long one request can stay in flight
         // on the server; the lease TTL is validated against it (see config).
@@ -198,6 +201,28 @@ impl S3Store {
             prefix: prefix.trim_matches('/').to_owned(),
             cfg: cfg.clone(),
             part_checksums,
+        }
+    }
+
+    /// The staging folder of `dest_key` (ending in `/`) and its name. Staging mirrors
+    /// the destination's folder without its zone (`raw/progress/a.jsonl` →
+    /// `staging/progress/`), so every output of one product is swept in one listing.
+    fn staging_folder<'k>(&self, dest_key: &'k str) -> (String, &'k str) {
+        let (dir, name) = dest_key.rsplit_once('/').unwrap_or(("", dest_key));
+        let below_zone = dir.split_once('/').map_or("", |(_, rest)| rest);
+        let folder = [self.cfg.staging_prefix.trim_matches('/'), below_zone]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .fold(String::new(), |acc, p| acc + p + "/");
+        (folder, name)
+    }
+
+    /// Where `run_id` stages `dest_key`: `<staging folder><run id>/[<scratch>/]<name>`.
+    fn staging_key(&self, dest_key: &str, run_id: &str, scratch: Option<&str>) -> String {
+        let (folder, name) = self.staging_folder(dest_key);
+        match scratch {
+            Some(s) => format!("{folder}{run_id}/{s}/{name}"),
+            None => format!("{folder}{run_id}/{name}"),
         }
     }
 
@@ -579,15 +604,16 @@ impl Store for S3Store {
         }
     }
 
-    async fn stage(&self, spec: &StageSpec) -> Result<Box<dyn Upload>> {
-        let full = self.full_key(&spec.staging_key);
+    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
+        let staging_key = self.staging_key(dest_key, run_id, None);
+        let full = self.full_key(&staging_key);
         let loc = self.loc_full(&full);
         let mut req = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(&full)
-            .metadata(RUN_ID_META, &spec.run_id);
+            .metadata(RUN_ID_META, run_id);
         if self.part_checksums {
             req = req.checksum_algorithm(ChecksumAlgorithm::Crc32);
         }
@@ -599,10 +625,7 @@ impl Store for S3Store {
             .upload_id()
             .ok_or_else(|| protocol("CreateMultipartUpload", &loc, "answer carries no UploadId"))?
             .to_owned();
-        let crash_after = match self.cfg.crash_at {
-            Some(CrashPoint::AfterPart(k)) => Some(k),
-            _ => None,
-        };
+        let crash_after = self.cfg.crash_after_part;
         let part_size = (self.cfg.part_size as u64).clamp(MIN_PART, MAX_PART) as usize;
         Ok(Box::new(S3Upload {
             ctx: Arc::new(PartCtx {
@@ -613,10 +636,10 @@ impl Store for S3Store {
                 location: loc,
                 checksums: self.part_checksums,
                 crash_after,
-                run_id: spec.run_id.clone(),
+                run_id: run_id.to_owned(),
             }),
-            staging_key: spec.staging_key.clone(),
-            dest_key: spec.dest_key.clone(),
+            staging_key,
+            dest_key: dest_key.to_owned(),
             part_size,
             concurrency: self.cfg.upload_concurrency.max(1),
             buf: BytesMut::new(),
@@ -704,12 +727,14 @@ impl Store for S3Store {
         Ok(meta)
     }
 
-    async fn fencing(&self, scratch: (&str, &str)) -> Result<CopyFence> {
+    async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<CopyFence> {
         let verdict = match (self.cfg.conditional_copy, self.known_fence()) {
             (ConditionalCopy::Off, _) => CopyFence::Off,
             (_, Some(known)) => known,
             (_, None) => {
-                let probed = self.probe_copy_fence(scratch).await?;
+                let source = self.staging_key(dest_key, run_id, Some("probe-source"));
+                let target = self.staging_key(dest_key, run_id, Some("probe-target"));
+                let probed = self.probe_copy_fence((&source, &target)).await?;
                 let mut fences = FENCES.lock().unwrap_or_else(|p| p.into_inner());
                 fences.push((self.bucket.clone(), probed));
                 probed
@@ -728,40 +753,45 @@ impl Store for S3Store {
         self.delete(&staged.key).await
     }
 
-    async fn sweep(&self, spec: &SweepSpec) -> Result<SweepReport> {
-        let staging = spec.staging_prefix.trim_matches('/');
-        if staging.is_empty() {
-            return Err(Error::Config("sweep needs a staging prefix".into()));
-        }
-        let prefix = format!("{}/", self.full_key(staging));
-        let names: HashSet<&str> = spec.names.iter().map(String::as_str).collect();
-        let this_run = format!("/{}/", spec.run_id);
-        let now = SystemTime::now();
-        let which = spec.which;
-        let eligible = |full: &str, when: Option<&aws_smithy_types::DateTime>| -> bool {
-            let Some(rel) = self.relative_key(full) else {
-                return false;
-            };
-            let name = rel.rsplit('/').next().unwrap_or(rel);
-            let wanted = match which {
-                Sweep::Own => rel.contains(&this_run),
-                Sweep::Others { older_than } => {
-                    // An unknown age is never old enough.
-                    let old = when
-                        .and_then(|t| SystemTime::try_from(*t).ok())
-                        .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) >= older_than)
-                        .unwrap_or(false);
-                    !rel.contains(&this_run) && old
+    async fn sweep(&self, dest_keys: &[String], run_id: &str, which: Sweep) -> Result<SweepReport> {
+        // Staging folder → the staged names swept in it (one folder per product).
+        let mut folders: Vec<(String, HashSet<&str>)> = Vec::new();
+        for key in dest_keys {
+            let (folder, name) = self.staging_folder(key);
+            match folders.iter_mut().find(|(f, _)| *f == folder) {
+                Some((_, names)) => {
+                    names.insert(name);
                 }
+                None => folders.push((folder, HashSet::from([name]))),
+            }
+        }
+        let this_run = format!("/{run_id}/");
+        let now = SystemTime::now();
+        let mut report = SweepReport::default();
+        for (folder, names) in &folders {
+            let eligible = |full: &str, when: Option<&aws_smithy_types::DateTime>| -> bool {
+                let Some(rel) = self.relative_key(full) else {
+                    return false;
+                };
+                let name = rel.rsplit('/').next().unwrap_or(rel);
+                let wanted = match which {
+                    Sweep::Own => rel.contains(&this_run),
+                    Sweep::Others { older_than } => {
+                        // An unknown age is never old enough.
+                        let old = when
+                            .and_then(|t| SystemTime::try_from(*t).ok())
+                            .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) >= older_than)
+                            .unwrap_or(false);
+                        !rel.contains(&this_run) && old
+                    }
+                };
+                names.contains(name) && wanted
             };
-            names.contains(name) && wanted
-        };
-        let aborted_uploads = self.sweep_uploads(&prefix, &eligible).await?;
-        let deleted_objects = self.sweep_objects(&prefix, &eligible).await?;
-        Ok(SweepReport {
-            aborted_uploads,
-            deleted_objects,
-        })
+            let prefix = self.full_key(folder);
+            report.aborted_uploads += self.sweep_uploads(&prefix, &eligible).await?;
+            report.deleted_objects += self.sweep_objects(&prefix, &eligible).await?;
+        }
+        Ok(report)
     }
 }
 
@@ -816,7 +846,7 @@ impl PartCtx {
         if self.crash_after == Some(number as u32) {
             // Crash drill: die right after part K was acknowledged, leaving an
             // incomplete multipart upload behind.
-            CrashPoint::AfterPart(number as u32).fire();
+            crate::hook::CrashPoint::AfterPart(number as u32).fire();
         }
         Ok(part.build())
     }
@@ -893,6 +923,10 @@ impl S3Upload {
 
 #[async_trait]
 impl Upload for S3Upload {
+    fn key(&self) -> &str {
+        &self.staging_key
+    }
+
     async fn write(&mut self, mut data: Bytes) -> Result<()> {
         self.check_usable()?;
         self.size += data.len() as u64;
@@ -1595,11 +1629,11 @@ mod tests {
             ))
             .behavior_version(aws_config::BehaviorVersion::latest())
             .build();
-        let cfg = S3Config {
+        let cfg = S3Options {
             force_path_style: true,
             max_attempts: 1,
             read_timeout: Duration::from_millis(300),
-            ..S3Config::default()
+            ..S3Options::default()
         };
         let store = S3Store::from_sdk_config(&sdk, "bucket", "lake", &cfg);
         let mut reader = store

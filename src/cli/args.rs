@@ -1,0 +1,547 @@
+//! The command line's arguments (clap), each flag with its `LANDING_*` variable, and
+//! their validation into the settings of `config` and the hooks of
+//! `hook`. Defaults are named constants shared with the settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::config::{
+    input_name, path_safe_product, validate_product, AuditConfig, Config, DrillConfig, InboxConfig,
+    Progress, RunPlan, DEFAULT_LEASE_TTL,
+};
+use crate::error::{Error, Result};
+use crate::hook::{CrashPoint, Hooks, PausePoint};
+use crate::store::s3::{defaults, ChecksumMode, ConditionalCopy, S3Options, PART_SIZE_MIB_RANGE};
+use crate::store::Location;
+
+/// Log format on stderr (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Options shared by `run` and `check`.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Input: a local path or s3://bucket/key (`run` takes --inbox instead for many).
+    #[arg(long, env = "LANDING_INPUT")]
+    pub input: Option<String>,
+
+    /// Product name; selects the event contract and the lake prefixes.
+    #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
+    pub product: String,
+
+    /// Longest accepted line in bytes; longer lines are quarantined as line_too_long.
+    #[arg(long, env = "LANDING_MAX_LINE_BYTES", default_value_t = 1 << 20)]
+    pub max_line_bytes: usize,
+
+    /// Quarantined lines tolerated before the file is refused (0: fail closed).
+    #[arg(long, env = "LANDING_MAX_REJECTED_LINES", default_value_t = 0)]
+    pub max_rejected_lines: u64,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing-subscriber syntax, e.g. `info` or `landing=debug`).
+    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Options of `run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Lake root: a folder (created if missing) or s3://bucket/prefix.
+    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    pub lake: String,
+
+    /// Seconds a lease lives without renewal; a dead holder blocks no longer than this.
+    #[arg(long, env = "LANDING_LEASE_TTL", default_value_t = DEFAULT_LEASE_TTL)]
+    pub lease_ttl: u64,
+
+    /// Sweep leftovers (staging objects, temp files) of crashed runs older than this many seconds.
+    #[arg(long, env = "LANDING_SWEEP_AGE", default_value_t = 0)]
+    pub sweep_age: u64,
+
+    /// Show a progress bar on a terminal (auto), always, or never.
+    #[arg(long, env = "LANDING_PROGRESS", default_value = "auto")]
+    pub progress: Progress,
+
+    /// Drill hook: abort the process at a named point (crash drills and tests).
+    #[arg(long, env = "LANDING_CRASH_AT", hide = true)]
+    pub crash_at: Option<CrashPoint>,
+
+    /// Test hook: pause at a named point until a line arrives on stdin.
+    #[arg(long, env = "LANDING_PAUSE_AT", hide = true, value_enum)]
+    pub pause_at: Option<PausePoint>,
+    #[command(flatten)]
+    pub inbox: InboxArgs,
+
+    /// Validate the whole configuration (flags and LANDING_* variables), print the
+    /// resolved settings as one JSON line (no secrets) and exit 0, touching no store.
+    #[arg(long, env = "LANDING_DRY_RUN")]
+    pub dry_run: bool,
+}
+
+/// Options of an inbox run (`landing run --inbox`), DESIGN.md section 6.
+#[derive(Debug, Clone, Args)]
+pub struct InboxArgs {
+    /// Land every file directly under this folder or s3://bucket/prefix/ (no recursion)
+    /// instead of one --input.
+    #[arg(long, env = "LANDING_INBOX")]
+    pub inbox: Option<String>,
+
+    /// Only names matching this glob (`*` any run of characters, `?` one character).
+    #[arg(long = "match", env = "LANDING_MATCH", default_value = "*.jsonl")]
+    pub pattern: String,
+
+    /// Only inputs whose last modification is at least this many seconds old.
+    #[arg(long, env = "LANDING_MIN_AGE", default_value_t = 0)]
+    pub min_age: u64,
+
+    /// Inputs landed at once; memory is bounded by N times one run's budget.
+    #[arg(long, env = "LANDING_JOBS", default_value_t = 1)]
+    pub jobs: usize,
+
+    /// Take only shard I of N (`I/N`, 0 <= I < N) by a stable hash of the input name.
+    #[arg(long, env = "LANDING_SHARD", conflicts_with = "shards")]
+    pub shard: Option<String>,
+
+    /// Number of shards in a Kubernetes Indexed Job; I comes from JOB_COMPLETION_INDEX.
+    #[arg(long, env = "LANDING_SHARDS")]
+    pub shards: Option<u64>,
+
+    /// The pod's index in an Indexed Job (set by Kubernetes).
+    #[arg(long, env = "JOB_COMPLETION_INDEX", hide = true)]
+    pub job_completion_index: Option<u64>,
+
+    /// Read and hash every input, even one whose listed size and identity equal the
+    /// checkpoint's (no cheap skips).
+    #[arg(long, env = "LANDING_REHASH")]
+    pub rehash: bool,
+}
+
+/// Options of `landing drill`.
+#[derive(Debug, Clone, Args)]
+pub struct DrillArgs {
+    /// Lake to drill against: a folder or s3://bucket/prefix. The drill works in a
+    /// scratch namespace `drills/<drill id>/` under it and removes it afterwards.
+    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    pub lake: String,
+
+    /// Size of the generated input in MiB (use more than two S3 parts to drill
+    /// the multipart path).
+    #[arg(long, default_value_t = 12)]
+    pub size_mib: u64,
+
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep the scratch namespace for inspection.
+    #[arg(long)]
+    pub keep: bool,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter.
+    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "warn")]
+    pub log_level: String,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Lease TTL (seconds) of the drill's child runs.
+const DRILL_LEASE_TTL: u64 = 6;
+/// Options of `landing status` and `landing verify` (both only read).
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Lake root: a folder or s3://bucket/prefix.
+    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    pub lake: String,
+
+    /// Product whose checkpoints are examined.
+    #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
+    pub product: String,
+
+    /// Print JSON instead of a table (status) or text lines (verify).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter. (The SDK warns on every GET of an object with a multipart
+    /// checksum, which `verify --deep` reads by design: quiet by default.)
+    #[arg(
+        long,
+        env = "LANDING_LOG_LEVEL",
+        default_value = "warn,aws_sdk_s3::http_response_checksum=error"
+    )]
+    pub log_level: String,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// S3 options; ignored for local inputs and lakes.
+#[derive(Debug, Clone, Args)]
+pub struct S3Args {
+    /// Path-style addressing (MinIO, LocalStack, SeaweedFS).
+    #[arg(long, env = "LANDING_S3_FORCE_PATH_STYLE")]
+    pub s3_force_path_style: bool,
+
+    /// Multipart part size in MiB (5 MiB minimum for all parts but the last).
+    #[arg(long, env = "LANDING_S3_PART_SIZE_MIB", default_value_t = defaults::PART_SIZE_MIB)]
+    pub s3_part_size_mib: u64,
+
+    /// Parts uploaded concurrently while parsing continues.
+    #[arg(long, env = "LANDING_S3_UPLOAD_CONCURRENCY", default_value_t = defaults::UPLOAD_CONCURRENCY)]
+    pub s3_upload_concurrency: usize,
+
+    /// Objects larger than this many bytes are promoted with UploadPartCopy instead of
+    /// CopyObject (S3 allows at most 5 GiB in one CopyObject).
+    #[arg(long, env = "LANDING_S3_COPY_THRESHOLD", default_value_t = defaults::COPY_THRESHOLD)]
+    pub s3_copy_threshold: u64,
+
+    /// Maximum attempts per S3 request (SDK standard retry mode).
+    #[arg(long, env = "LANDING_S3_MAX_ATTEMPTS", default_value_t = defaults::MAX_ATTEMPTS)]
+    pub s3_max_attempts: u32,
+
+    /// Seconds an S3 operation may take, all its retries included (streaming bodies
+    /// are bounded by --s3-read-timeout instead).
+    #[arg(long, env = "LANDING_S3_OPERATION_TIMEOUT", default_value_t = defaults::OPERATION_TIMEOUT)]
+    pub s3_operation_timeout: u64,
+
+    /// Seconds one attempt of an S3 request may take. This bounds how long a request
+    /// can stay in flight on the server, so --lease-ttl must exceed it.
+    #[arg(long, env = "LANDING_S3_ATTEMPT_TIMEOUT", default_value_t = defaults::ATTEMPT_TIMEOUT)]
+    pub s3_attempt_timeout: u64,
+
+    /// Fence promotions with copy destination conditions: auto (probe the store and
+    /// use them where they are honoured safely), on (refuse to start otherwise), off.
+    #[arg(
+        long,
+        env = "LANDING_S3_CONDITIONAL_COPY",
+        value_enum,
+        default_value = defaults::CONDITIONAL_COPY
+    )]
+    pub s3_conditional_copy: ConditionalCopy,
+
+    /// Seconds a streaming read may stall before the run fails (the SDK has no body timeout).
+    #[arg(long, env = "LANDING_S3_READ_TIMEOUT", default_value_t = defaults::READ_TIMEOUT)]
+    pub s3_read_timeout: u64,
+
+    /// Checksum calculation on requests (also AWS_REQUEST_CHECKSUM_CALCULATION).
+    #[arg(
+        long,
+        env = "AWS_REQUEST_CHECKSUM_CALCULATION",
+        value_enum,
+        ignore_case = true
+    )]
+    pub s3_request_checksum: Option<ChecksumMode>,
+
+    /// Checksum validation on responses (also AWS_RESPONSE_CHECKSUM_VALIDATION).
+    #[arg(
+        long,
+        env = "AWS_RESPONSE_CHECKSUM_VALIDATION",
+        value_enum,
+        ignore_case = true
+    )]
+    pub s3_response_checksum: Option<ChecksumMode>,
+}
+
+impl S3Args {
+    /// Validate the S3 flags.
+    pub fn options(&self) -> Result<S3Options> {
+        if !PART_SIZE_MIB_RANGE.contains(&self.s3_part_size_mib) {
+            return Err(Error::Config(format!(
+                "--s3-part-size-mib must be between {} and {} (S3 multipart limits), got {}",
+                PART_SIZE_MIB_RANGE.start(),
+                PART_SIZE_MIB_RANGE.end(),
+                self.s3_part_size_mib
+            )));
+        }
+        if self.s3_upload_concurrency == 0 || self.s3_max_attempts == 0 {
+            return Err(Error::Config(
+                "--s3-upload-concurrency and --s3-max-attempts must be at least 1".into(),
+            ));
+        }
+        Ok(S3Options {
+            force_path_style: self.s3_force_path_style,
+            part_size: (self.s3_part_size_mib << 20) as usize,
+            upload_concurrency: self.s3_upload_concurrency,
+            copy_threshold: self.s3_copy_threshold,
+            max_attempts: self.s3_max_attempts,
+            operation_timeout: Duration::from_secs(self.s3_operation_timeout.max(1)),
+            attempt_timeout: Duration::from_secs(self.s3_attempt_timeout.max(1)),
+            conditional_copy: self.s3_conditional_copy,
+            read_timeout: Duration::from_secs(self.s3_read_timeout.max(1)),
+            request_checksum: self.s3_request_checksum,
+            response_checksum: self.s3_response_checksum,
+            ..S3Options::default()
+        })
+    }
+}
+
+impl RunArgs {
+    /// The crash and pause hooks of this run (hidden flags; normally none).
+    pub fn hooks(&self) -> Hooks {
+        Hooks {
+            crash_at: self.crash_at,
+            pause_at: self.pause_at,
+        }
+    }
+
+    /// Validate `landing run`'s arguments (every LANDING_* variable included).
+    pub fn plan(&self) -> Result<RunPlan> {
+        let a = self;
+        let i = &a.inbox;
+        match (&a.common.input, &i.inbox) {
+            (Some(_), Some(_)) => Err(Error::Config(
+                "give either --input (one file) or --inbox (a folder or prefix), not both".into(),
+            )),
+            (None, None) => Err(Error::Config(
+                "give --input (one file) or --inbox (a folder or prefix)".into(),
+            )),
+            (Some(input), None) => {
+                if i.shard.is_some() || i.shards.is_some() {
+                    return Err(Error::Config("--shard and --shards need --inbox".into()));
+                }
+                Ok(RunPlan::Single(a.config(Location::parse(input)?)?))
+            }
+            (None, Some(inbox)) => {
+                let inbox = absolute(Location::parse(inbox)?, "--inbox")?;
+                if i.jobs == 0 || i.jobs > 256 {
+                    return Err(Error::Config("--jobs must be between 1 and 256".into()));
+                }
+                let shard = match (&i.shard, i.shards) {
+                    (Some(s), _) => Some(s.parse::<crate::shard::Shard>().map_err(Error::Config)?),
+                    (None, Some(n)) => {
+                        let index = i.job_completion_index.ok_or_else(|| {
+                            Error::Config(
+                                "--shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job)"
+                                    .into(),
+                            )
+                        })?;
+                        Some(crate::shard::Shard::new(index, n).map_err(Error::Config)?)
+                    }
+                    (None, None) => None,
+                };
+                let base = a.config(inbox.clone())?;
+                Ok(RunPlan::Inbox(InboxConfig {
+                    base,
+                    inbox,
+                    pattern: crate::shard::Glob::new(&i.pattern).map_err(Error::Config)?,
+                    min_age: Duration::from_secs(i.min_age),
+                    jobs: i.jobs,
+                    shard,
+                    rehash: i.rehash,
+                }))
+            }
+        }
+    }
+}
+
+impl AuditArgs {
+    /// Validate `status` and `verify` arguments.
+    pub fn config(&self) -> Result<AuditConfig> {
+        path_safe_product(&self.product)?;
+        Ok(AuditConfig {
+            lake: absolute(Location::parse(&self.lake)?, "--lake")?,
+            product: self.product.clone(),
+            json: self.json,
+            s3: self.s3.options()?,
+        })
+    }
+}
+
+impl DrillArgs {
+    /// Validate `landing drill` arguments; its child runs get the same S3 settings.
+    pub fn config(&self) -> Result<DrillConfig> {
+        if self.size_mib == 0 || self.size_mib > 64 * 1024 {
+            return Err(Error::Config(
+                "--size-mib must be between 1 and 65536".into(),
+            ));
+        }
+        let s3 = self.s3.options()?;
+        // Children hold short leases, so the drill waits seconds, not minutes, for a
+        // crashed child's lease to expire on S3. Their attempt timeout stays below the
+        // TTL, as every run requires.
+        let child = S3Options {
+            attempt_timeout: s3
+                .attempt_timeout
+                .min(Duration::from_secs(DRILL_LEASE_TTL / 2)),
+            ..s3.clone()
+        };
+        let mut child_args = child.to_args();
+        child_args.extend(["--lease-ttl".to_owned(), DRILL_LEASE_TTL.to_string()]);
+        Ok(DrillConfig {
+            lake: Location::parse(&self.lake)?,
+            size: self.size_mib << 20,
+            json: self.json,
+            keep: self.keep,
+            s3,
+            child_args,
+        })
+    }
+}
+
+impl CommonArgs {
+    /// The settings `run` and `check` share; `input_name` is left empty for an inbox,
+    /// whose inputs are named as they are listed.
+    fn config(&self, input: Location, lake: Location, is_inbox: bool) -> Result<Config> {
+        validate_product(&self.product)?;
+        if self.max_line_bytes == 0 {
+            return Err(Error::Config("--max-line-bytes must be at least 1".into()));
+        }
+        let input_name = if is_inbox {
+            String::new()
+        } else {
+            input_name(&input)?
+        };
+        Ok(Config {
+            input,
+            input_name,
+            lake,
+            product: self.product.clone(),
+            max_rejected_lines: self.max_rejected_lines,
+            max_line_bytes: self.max_line_bytes,
+            lease_ttl: Duration::from_secs(DEFAULT_LEASE_TTL),
+            sweep_age: Duration::ZERO,
+            progress: Progress::Auto,
+            s3: self.s3.options()?,
+            input_meta: None,
+        })
+    }
+
+    /// Configuration of `landing check`: no lake, nothing written.
+    pub fn check_config(&self) -> Result<Config> {
+        let input = self
+            .input
+            .as_deref()
+            .ok_or_else(|| Error::Config("check needs --input".into()))?;
+        self.config(
+            Location::parse(input)?,
+            Location::Local(PathBuf::new()),
+            false,
+        )
+    }
+}
+
+impl RunArgs {
+    /// Configuration of `landing run` for `input` (one file, or an inbox whose
+    /// inputs are filled in one by one).
+    fn config(&self, input: Location) -> Result<Config> {
+        // Checkpoints record where they published; `lake` and `./lake` must name the
+        // same place, so a local lake is made absolute once, here.
+        let lake = absolute(Location::parse(&self.lake)?, "--lake")?;
+        let is_inbox = self.inbox.inbox.is_some();
+        let mut cfg = self.common.config(input, lake, is_inbox)?;
+        if self.lease_ttl == 0 {
+            return Err(Error::Config(
+                "--lease-ttl must be at least 1 second".into(),
+            ));
+        }
+        cfg.lease_ttl = Duration::from_secs(self.lease_ttl);
+        // A request can stay in flight on the server for one attempt's timeout; a lease
+        // that expires sooner lets the next holder start while our write may land.
+        if matches!(cfg.lake, Location::S3 { .. }) && cfg.lease_ttl <= cfg.s3.attempt_timeout {
+            return Err(Error::Config(format!(
+                "--lease-ttl ({} s) must exceed --s3-attempt-timeout ({} s): a request still in flight on the server must not outlive the lease",
+                self.lease_ttl,
+                cfg.s3.attempt_timeout.as_secs()
+            )));
+        }
+        cfg.sweep_age = Duration::from_secs(self.sweep_age);
+        cfg.progress = self.progress;
+        Ok(cfg)
+    }
+}
+
+/// A local location made absolute (an S3 one as it is), naming `flag` on failure.
+fn absolute(loc: Location, flag: &str) -> Result<Location> {
+    Ok(match loc {
+        Location::Local(p) => Location::Local(
+            std::path::absolute(&p)
+                .map_err(|e| Error::Config(format!("{flag} {}: {e}", p.display())))?,
+        ),
+        s3 => s3,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every S3 setting of `landing drill` reaches its child runs (their command lines
+    /// once silently dropped the checksum modes).
+    #[test]
+    fn drill_forwards_every_s3_setting_to_its_children() {
+        use clap::Parser;
+        let drill = crate::cli::Cli::try_parse_from([
+            "landing",
+            "drill",
+            "--lake",
+            "s3://b/p",
+            "--s3-force-path-style",
+            "--s3-part-size-mib",
+            "7",
+            "--s3-upload-concurrency",
+            "3",
+            "--s3-copy-threshold",
+            "12345",
+            "--s3-max-attempts",
+            "4",
+            "--s3-operation-timeout",
+            "99",
+            "--s3-attempt-timeout",
+            "2",
+            "--s3-read-timeout",
+            "17",
+            "--s3-conditional-copy",
+            "off",
+            "--s3-request-checksum",
+            "when_required",
+            "--s3-response-checksum",
+            "when_required",
+        ])
+        .unwrap();
+        let crate::cli::Command::Drill(args) = drill.command else {
+            panic!("not a drill")
+        };
+        let d = args.config().unwrap();
+        let mut child = vec![
+            "landing",
+            "run",
+            "--input",
+            "/in/a.jsonl",
+            "--lake",
+            "s3://b/p",
+        ];
+        child.extend(d.child_args.iter().map(String::as_str));
+        let run = crate::cli::Cli::try_parse_from(child).unwrap();
+        let crate::cli::Command::Run(run) = run.command else {
+            panic!("not a run")
+        };
+        let RunPlan::Single(c) = run.plan().unwrap() else {
+            panic!("not a single-input run")
+        };
+        // Whole structs: a setting added later and not forwarded fails here.
+        assert_eq!(c.s3, d.s3);
+    }
+}

@@ -1,0 +1,149 @@
+//! Test and drill hooks: named instants at which a run dies ([`CrashPoint`]) or waits
+//! ([`PausePoint`]). The command line parses them from hidden flags; the drill and the
+//! tests hand them to the pipeline as [`Hooks`], so no settings struct carries them and
+//! a normal run never looks at them twice.
+
+use clap::ValueEnum;
+
+/// The hooks of one run; `Hooks::default()` is a normal run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hooks {
+    pub crash_at: Option<CrashPoint>,
+    pub pause_at: Option<PausePoint>,
+}
+
+impl Hooks {
+    /// Crash drills: die here if this is the configured crash point.
+    pub fn crash(&self, point: CrashPoint) {
+        if self.crash_at == Some(point) {
+            point.fire();
+        }
+    }
+
+    /// Tests: wait here if this is the configured pause point.
+    pub async fn pause(&self, point: PausePoint) {
+        if self.pause_at == Some(point) {
+            point.wait().await;
+        }
+    }
+
+    /// The multipart part after which the S3 uploader dies, if any.
+    pub fn crash_after_part(&self) -> Option<u32> {
+        match self.crash_at {
+            Some(CrashPoint::AfterPart(k)) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// A named instant at which a crash drill aborts the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the first output bytes were written to staging.
+    MidStream,
+    /// After part K of a multipart staging upload was uploaded (S3).
+    AfterPart(u32),
+    /// After staging completed, before promotion.
+    AfterStaging,
+    /// After promotion to the published name, before the checkpoint.
+    AfterPublish,
+    /// After the checkpoint, before cleanup.
+    AfterCheckpoint,
+    /// Not a kill: a validation worker panics mid-file (the run must fail, publishing
+    /// nothing).
+    WorkerPanic,
+}
+
+impl CrashPoint {
+    /// Die here, abruptly, as a killed process would: SIGKILL to ourselves, so no
+    /// destructor, flush or cleanup runs.
+    pub fn fire(self) -> ! {
+        eprintln!("landing: drill crash at {self}");
+        // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        // SIGKILL is delivered before kill() returns to a single-threaded caller and
+        // promptly otherwise; never continue past a crash point.
+        std::process::abort()
+    }
+}
+
+/// Test switch: where a run stops and waits for a line on stdin, so a test can make
+/// another run overtake it at an exact point without sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PausePoint {
+    /// After the first output bytes were written to staging.
+    MidStream,
+    /// After the lease's deadline was checked, right before promotion.
+    BeforePromote,
+    /// After staging completed, before the interrupt check (signal tests).
+    AfterStaging,
+}
+
+impl PausePoint {
+    /// Say where we are on stderr, then wait for one line (or end) on stdin.
+    pub async fn wait(self) {
+        eprintln!("landing: paused at {self:?}");
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)
+        })
+        .await;
+    }
+}
+
+impl std::str::FromStr for CrashPoint {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "mid-stream" => CrashPoint::MidStream,
+            "after-staging" => CrashPoint::AfterStaging,
+            "after-publish" => CrashPoint::AfterPublish,
+            "after-checkpoint" => CrashPoint::AfterCheckpoint,
+            "worker-panic" => CrashPoint::WorkerPanic,
+            other => match other.strip_prefix("after-part:").map(str::parse) {
+                Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
+                _ => {
+                    return Err(format!(
+                        "unknown crash point {other:?} (mid-stream, after-part:K, after-staging, after-publish, after-checkpoint, worker-panic)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CrashPoint::MidStream => f.write_str("mid-stream"),
+            CrashPoint::AfterPart(k) => write!(f, "after-part:{k}"),
+            CrashPoint::AfterStaging => f.write_str("after-staging"),
+            CrashPoint::AfterPublish => f.write_str("after-publish"),
+            CrashPoint::AfterCheckpoint => f.write_str("after-checkpoint"),
+            CrashPoint::WorkerPanic => f.write_str("worker-panic"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_points_round_trip() {
+        for s in [
+            "mid-stream",
+            "after-part:3",
+            "after-staging",
+            "after-publish",
+            "after-checkpoint",
+            "worker-panic",
+        ] {
+            assert_eq!(s.parse::<CrashPoint>().unwrap().to_string(), s);
+        }
+        assert!("after-part:0".parse::<CrashPoint>().is_err());
+        assert!("later".parse::<CrashPoint>().is_err());
+    }
+}

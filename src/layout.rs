@@ -1,0 +1,86 @@
+//! The lake layout (docs/CONTRACT.md, "The lake"): the one place that names the keys
+//! of the raw zone, quarantine, checkpoints, leases and run records. Staged bytes
+//! are the store's business (see [`crate::store::Store::stage`]).
+
+/// The folders of one product, relative to the lake's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folders {
+    pub raw: String,
+    pub quarantine: String,
+    pub checkpoints: String,
+    pub locks: String,
+    pub runs: String,
+}
+
+impl Folders {
+    pub fn of(product: &str) -> Self {
+        Folders {
+            raw: format!("raw/{product}"),
+            quarantine: format!("quarantine/{product}"),
+            checkpoints: format!("checkpoints/{product}"),
+            locks: format!("locks/{product}"),
+            runs: format!("runs/{product}"),
+        }
+    }
+}
+
+/// Where one input's objects live in the lake.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The published events: `raw/<product>/<input name>`.
+    pub raw: String,
+    /// The quarantined lines' records: `quarantine/<product>/<input name>.rejects.jsonl`.
+    pub quarantine: String,
+    /// The record of the last success: `checkpoints/<product>/<input name>.json`.
+    pub checkpoint: String,
+    /// The lease: `locks/<product>/<input name>.lock`.
+    pub lock: String,
+    /// The run records' folder: `runs/<product>/<input name>`.
+    pub runs: String,
+    pub input_name: String,
+}
+
+impl Layout {
+    pub fn new(product: &str, input_name: &str) -> Self {
+        let f = Folders::of(product);
+        Layout {
+            raw: format!("{}/{input_name}", f.raw),
+            quarantine: format!("{}/{input_name}.rejects.jsonl", f.quarantine),
+            checkpoint: format!("{}/{input_name}.json", f.checkpoints),
+            lock: format!("{}/{input_name}.lock", f.locks),
+            runs: format!("{}/{input_name}", f.runs),
+            input_name: input_name.to_owned(),
+        }
+    }
+
+    /// Every key a run of this input writes through staging or a temp file: what a
+    /// sweep of its leftovers covers.
+    pub fn written(&self) -> Vec<String> {
+        vec![
+            self.raw.clone(),
+            self.quarantine.clone(),
+            self.checkpoint.clone(),
+        ]
+    }
+
+    /// The key of one run's record.
+    pub fn run_record(&self, run_id: &str) -> String {
+        format!("{}/{run_id}.json", self.runs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys docs/CONTRACT.md promises; downstream jobs and IAM policies name them.
+    #[test]
+    fn keys_match_the_documented_layout() {
+        let l = Layout::new("progress", "day.jsonl");
+        assert_eq!(l.raw, "raw/progress/day.jsonl");
+        assert_eq!(l.quarantine, "quarantine/progress/day.jsonl.rejects.jsonl");
+        assert_eq!(l.checkpoint, "checkpoints/progress/day.jsonl.json");
+        assert_eq!(l.lock, "locks/progress/day.jsonl.lock");
+        assert_eq!(l.run_record("r-1"), "runs/progress/day.jsonl/r-1.json");
+    }
+}

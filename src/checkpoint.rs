@@ -82,15 +82,32 @@ impl InputIdentity {
         }
     }
 
-    /// Is `meta` the input this identity recorded? Only a complete record can say
-    /// yes: a size plus an ETag, or a size plus mtime, inode and ctime.
+    /// The input as recorded, if the record is complete: a size plus an ETag, or a
+    /// size plus mtime, inode and ctime (flat optional fields on disk, one value here).
+    fn recorded(&self) -> Option<ObjectMeta> {
+        let version = match (
+            &self.input_etag,
+            self.input_mtime_ns,
+            self.input_ino,
+            self.input_ctime_ns,
+        ) {
+            (Some(e), _, _, _) => Version::ETag(e.clone()),
+            (None, Some(mtime), Some(ino), Some(ctime)) => Version::File {
+                mtime_ns: mtime.into(),
+                ino,
+                ctime_ns: ctime.into(),
+            },
+            _ => return None,
+        };
+        Some(ObjectMeta {
+            size: self.input_size?,
+            version,
+        })
+    }
+
+    /// Is `meta` the input this identity recorded? Only a complete record can say yes.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        let complete = self.input_size.is_some()
-            && (self.input_etag.is_some()
-                || (self.input_mtime_ns.is_some()
-                    && self.input_ino.is_some()
-                    && self.input_ctime_ns.is_some()));
-        complete && *self == InputIdentity::of(Some(meta))
+        self.recorded().as_ref() == Some(meta)
     }
 }
 

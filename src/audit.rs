@@ -142,7 +142,7 @@ pub async fn status(cfg: &AuditConfig, history_of: Option<&str>) -> Result<i32> 
     )
     .await?;
     let leases = leases(&*lake, p).await?;
-    let leftovers = leftovers(&*lake, p, &cfg.s3.staging_prefix).await?;
+    let leftovers = leftovers(&*lake, p).await?;
     if cfg.json {
         println!(
             "{}",
@@ -236,25 +236,12 @@ async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
     Ok(out)
 }
 
-/// Staging leftovers: S3 staging objects under `staging/<product>/<run id>/`, and
-/// local hidden temp files beside published names, checkpoints and leases.
-async fn leftovers(lake: &dyn Store, product: &str, staging: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let staging = format!("{}/{product}", staging.trim_matches('/'));
-    for run in lake.list(&staging).await?.folders {
-        for f in lake.list(&format!("{staging}/{run}")).await?.files {
-            out.push(lake.location(&format!("{staging}/{run}/{}", f.name)));
-        }
-    }
+/// Staging leftovers of the product's outputs, as the store finds them (S3 staging
+/// objects, local hidden temp files beside published names, checkpoints and leases).
+async fn leftovers(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
     let f = Folders::of(product);
-    for folder in [f.raw, f.quarantine, f.checkpoints, f.locks] {
-        for f in lake.list(&folder).await?.files {
-            if f.name.starts_with('.') && f.name.ends_with(".tmp") {
-                out.push(lake.location(&format!("{folder}/{}", f.name)));
-            }
-        }
-    }
-    Ok(out)
+    lake.leftovers(&[f.raw, f.quarantine, f.checkpoints, f.locks])
+        .await
 }
 
 /// An RFC 3339 time to the second.

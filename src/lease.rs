@@ -468,6 +468,10 @@ mod tests {
         async fn discard(&self, staged: &Staged) -> Result<()> {
             self.inner.discard(staged).await
         }
+        async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
+            self.inner.leftovers(folders).await
+        }
+
         async fn sweep(
             &self,
             dest_keys: &[String],

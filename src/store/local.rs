@@ -462,6 +462,19 @@ impl Store for LocalStore {
         }
     }
 
+    async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
+        // Temp files are hidden names beside their destination.
+        let mut out = Vec::new();
+        for folder in folders {
+            for f in self.list(folder).await?.files {
+                if f.name.starts_with('.') && f.name.ends_with(".tmp") {
+                    out.push(self.location(&format!("{folder}/{}", f.name)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     async fn sweep(&self, dest_keys: &[String], run_id: &str, which: Sweep) -> Result<SweepReport> {
         let store = self.clone();
         let (dest_keys, run_id) = (dest_keys.to_vec(), run_id.to_owned());

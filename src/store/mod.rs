@@ -280,6 +280,10 @@ pub trait Store: Send + Sync {
     /// Remove a staging object once the checkpoint is written. Absent is fine.
     async fn discard(&self, staged: &Staged) -> Result<()>;
 
+    /// Leftovers of writes into `folders` that a sweep would remove at any age (staging
+    /// objects, temp files), as locations: what `landing status` reports. Reads only.
+    async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>>;
+
     /// Remove leftovers that writing `dest_keys` may have left (incomplete uploads,
     /// staging objects, temp files): other runs' leftovers old enough, or `run_id`'s own.
     async fn sweep(&self, dest_keys: &[String], run_id: &str, which: Sweep) -> Result<SweepReport>;

@@ -753,6 +753,28 @@ impl Store for S3Store {
         self.delete(&staged.key).await
     }
 
+    async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
+        // Completed staging objects under `<staging folder><run id>/`, one folder per
+        // product (incomplete uploads are not objects; the sweep aborts those).
+        let mut staging: Vec<String> = Vec::new();
+        for folder in folders {
+            let (f, _) = self.staging_folder(&format!("{folder}/x"));
+            if !staging.contains(&f) {
+                staging.push(f);
+            }
+        }
+        let mut out = Vec::new();
+        for folder in &staging {
+            for run in self.list(folder).await?.folders {
+                let run_folder = format!("{folder}{run}");
+                for f in self.list(&run_folder).await?.files {
+                    out.push(self.location(&format!("{run_folder}/{}", f.name)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     async fn sweep(&self, dest_keys: &[String], run_id: &str, which: Sweep) -> Result<SweepReport> {
         // Staging folder → the staged names swept in it (one folder per product).
         let mut folders: Vec<(String, HashSet<&str>)> = Vec::new();

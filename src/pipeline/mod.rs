@@ -1,8 +1,9 @@
 //! The run as named stages over the [`Store`] trait. Each stage is a function that
 //! fits on a screen; [`run`] strings them together in the order of the contract:
 //!
-//! lease → read checkpoint → sweep → (hash, skip?) → stream + stage → publish →
-//! checkpoint (last, compare-and-swap) → cleanup → release.
+//! lease → prepare (read checkpoint, sweep, read what is published, probe copy
+//! conditions: independent, so sent together) → (hash, skip?) → stream + stage →
+//! publish → checkpoint (last, compare-and-swap) → cleanup → release.
 //!
 //! Fencing: what the run saw of the published object when it decided is the
 //! condition of its promotion, the checkpoint it read is the condition of its
@@ -232,32 +233,32 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Resu
 /// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
 async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
-    let fence = ctx
-        .lake
-        .fencing(&ctx.layout.raw, &ctx.run_id)
-        .await
-        .map_err(at(Step::Connect))?;
+    // Four independent round trips (six for the probe, once per process) go out
+    // together: none reads what another writes. The probe only touches this run's own
+    // staging, which the sweep of others' leftovers never takes.
+    let (fence, prior, (), seen) = tokio::try_join!(
+        async {
+            let fence = ctx.lake.fencing(&ctx.layout.raw, &ctx.run_id).await;
+            fence.map_err(at(Step::Connect))
+        },
+        async {
+            let (l, product) = (&ctx.layout, &ctx.cfg.product);
+            checkpoint::read(&*ctx.lake, &l.checkpoint, product, &l.input_name)
+                .await
+                .map_err(at(Step::ReadCheckpoint))
+        },
+        async {
+            let others = Sweep::Others {
+                older_than: ctx.cfg.sweep_age,
+            };
+            sweep(ctx, others).await.map_err(at(Step::Sweep))
+        },
+        // What readers see now is the condition of our promotion (the fence).
+        async { Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
+    )?;
     if fence != CopyFence::Fenced {
         warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
     }
-    let prior = checkpoint::read(
-        &*ctx.lake,
-        &ctx.layout.checkpoint,
-        &ctx.cfg.product,
-        &ctx.cfg.input_name,
-    )
-    .await
-    .map_err(at(Step::ReadCheckpoint))?;
-    sweep(
-        ctx,
-        Sweep::Others {
-            older_than: ctx.cfg.sweep_age,
-        },
-    )
-    .await
-    .map_err(at(Step::Sweep))?;
-    // What readers see now is the condition of our promotion (the fence).
-    let seen = Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint))?;
     crate::history::lap("prepare");
     if let Some(cur) = &prior {
         if let Some(summary) = try_skip(ctx, cur, seen.raw.as_ref()).await? {

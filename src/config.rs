@@ -70,12 +70,8 @@ impl RunPlan {
             RunPlan::Inbox(i) => &i.base,
         };
         let s3 = &cfg.s3;
-        let mode = |m: Option<crate::store::s3::ChecksumMode>| {
-            m.map(|m| match m {
-                crate::store::s3::ChecksumMode::WhenSupported => "when_supported",
-                crate::store::s3::ChecksumMode::WhenRequired => "when_required",
-            })
-        };
+        // Values spelled as their flags take them.
+        let name = |v: Option<clap::builder::PossibleValue>| v.map(|p| p.get_name().to_owned());
         let mut v = json!({
             "dry_run": true,
             "lake": cfg.lake.to_string(),
@@ -92,9 +88,11 @@ impl RunPlan {
                 "copy_threshold": s3.copy_threshold,
                 "max_attempts": s3.max_attempts,
                 "operation_timeout": s3.operation_timeout.as_secs(),
+                "attempt_timeout": s3.attempt_timeout.as_secs(),
                 "read_timeout": s3.read_timeout.as_secs(),
-                "request_checksum": mode(s3.request_checksum),
-                "response_checksum": mode(s3.response_checksum),
+                "conditional_copy": name(s3.conditional_copy.to_possible_value()),
+                "request_checksum": name(s3.request_checksum.and_then(|m| m.to_possible_value())),
+                "response_checksum": name(s3.response_checksum.and_then(|m| m.to_possible_value())),
             },
         });
         match self {

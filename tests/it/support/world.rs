@@ -1,12 +1,8 @@
-//! End-to-end harness: one test body runs against a local lake and against the S3
+//! One test's world: one test body runs against a local lake and against the S3
 //! servers started by `scripts/test-servers` (SeaweedFS, moto and LocalStack). Each test gets a
 //! temp dir (and, on S3, a fresh bucket); the job is the built binary, run as a
 //! child process with a clean environment, and assertions read the lake directly
 //! (std::fs or a raw S3 client), never through the code under test.
-#![allow(dead_code)]
-
-#[path = "../common/s3.rs"]
-mod s3_env;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,9 +10,10 @@ use std::process::{Command, Output};
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-pub use s3_env::Server;
 use serde_json::Value;
 use tempfile::TempDir;
+
+use super::servers::Server;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -450,47 +447,6 @@ pub fn generated(lines: u64, seed: u64) -> Vec<u8> {
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     landing::identity::hex(&sha2::Sha256::digest(bytes))
-}
-
-/// `backend!(local)` is `Kind::Local`, `backend!(seaweed)` is
-/// `Kind::S3(Server::Seaweed)` (likewise `moto`, `localstack`); any other name is a
-/// compile error. `Kind` and `Server` must be in scope where it is used.
-#[macro_export]
-macro_rules! backend {
-    (local) => {
-        Kind::Local
-    };
-    ($server:ident) => {
-        Kind::S3($crate::s3_server!($server))
-    };
-}
-
-/// `on_backends!([local, seaweed] a, b)` generates `mod a { local, seaweed }` (and `b`)
-/// tests calling `a(Kind)`, one per named backend.
-#[macro_export]
-macro_rules! on_backends {
-    (@one $name:ident [$($backend:ident),* $(,)?]) => {
-        mod $name {
-            use super::*;
-            $(
-                #[test]
-                fn $backend() {
-                    super::$name($crate::backend!($backend))
-                }
-            )*
-        }
-    };
-    ($backends:tt $($name:ident),* $(,)?) => {$(
-        $crate::on_backends!(@one $name $backends);
-    )*};
-}
-
-/// Generate `mod name { local, seaweed, moto, localstack }` tests calling `name(Kind)`.
-#[macro_export]
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        $crate::on_backends!([local, seaweed, moto, localstack] $($name),*);
-    };
 }
 
 /// Published bytes of a clean run of `input` named `name` in a fresh local lake.

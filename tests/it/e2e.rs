@@ -1,6 +1,8 @@
 //! End-to-end tests of `landing run` and `landing check` through the built binary,
 //! each body run on a local lake, SeaweedFS, moto and LocalStack.
 
+use std::collections::BTreeSet;
+
 use crate::support::*;
 
 const DAY: &str = "progress-2026-03-02.jsonl";
@@ -201,9 +203,14 @@ fn check_writes_nothing(kind: Kind) {
     let w = World::new(kind, "check");
     let input = w.put_input(DAY, &sample());
     let lake_before = w.snapshot();
+    let everything_before = w.snapshot_everything();
+    // `check` takes no lake; give it the lake a CronJob's environment would, so that a
+    // check that found one and wrote there would be caught below.
+    let lake = w.lake_arg();
+    let env = [("LANDING_LAKE", lake.as_str())];
     let r = w.landing(
         &["check", "--input", &input, "--max-rejected-lines", "1"],
-        &[],
+        &env,
     );
     assert_ok(&r, "checked");
     let s = r.summary.as_ref().unwrap();
@@ -213,9 +220,18 @@ fn check_writes_nothing(kind: Kind) {
     assert_eq!(w.snapshot(), lake_before);
     assert!(w.snapshot().is_empty());
     // Without a cap the same file would be refused: check says so with exit 65.
-    let r = w.landing(&["check", "--input", &input], &[]);
+    let r = w.landing(&["check", "--input", &input], &env);
     assert_eq!(r.code, Some(65));
     assert_eq!(r.summary.as_ref().unwrap()["reason"]["kind"], "reject_cap");
+    // Neither check wrote anything anywhere it could: not the lake, the inbox, its
+    // working dir or home (the temp dir), nor anywhere in the bucket.
+    let after = w.snapshot_everything();
+    let written: BTreeSet<&String> = everything_before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| everything_before.get(*k) != after.get(*k))
+        .collect();
+    assert!(written.is_empty(), "check wrote {written:?}");
 }
 
 /// A missing input exits 1 naming it and the step; nothing is written.

@@ -705,7 +705,7 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
 // ---------------------------------------------------------------------------------
 /// `list` shows one level: the files directly under a folder with the size and
 /// identity `head` reports, sub-folders by name, nothing deeper; a missing folder is
-/// empty. (Pagination past 1,000 keys: tests/inbox.rs.)
+/// empty. (Pagination past 1,000 keys: the `inbox` module.)
 async fn list_shows_one_level_with_identity(fx: &Fixture) {
     let store = fx.store();
     for (key, body) in [

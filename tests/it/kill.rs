@@ -7,14 +7,12 @@
 //! checkpoint it saw (with its `committed_at`) and the raw object's `LastModified`.
 //! Every trial runs even after a failure, so one report counts them all.
 
-mod harness;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use harness::*;
+use crate::support::*;
 
 const NAME: &str = "kill.jsonl";
 const RAW: &str = "raw/progress/kill.jsonl";
@@ -252,5 +250,7 @@ fn kill_anywhere_under_load(kind: Kind) {
     kill_anywhere_trials(kind, TRIALS, true)
 }
 
-on_every_backend!(kill_anywhere);
-on_backends!([seaweed] kill_anywhere_under_load);
+matrix! {
+    kill_anywhere: [local, seaweed, moto, localstack];
+    kill_anywhere_under_load: [seaweed];
+}

@@ -13,9 +13,6 @@
 //! are either: their HTTP framing is one of these two, the aws-chunked encoding
 //! inside is forwarded untouched). Request bodies are read whole before anything is
 //! decided, so a fault answered by the proxy leaves the connection in sync.
-//!
-//! Include it with `#[path = "harness/proxy.rs"] mod proxy;`.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::fmt;
@@ -62,8 +59,6 @@ pub struct Request {
     /// The target after `?` (empty without one), still percent-encoded.
     pub query: String,
     pub headers: Vec<(String, String)>,
-    /// Length of the request body as framed on the wire.
-    pub body_len: usize,
 }
 
 impl Request {
@@ -187,11 +182,6 @@ pub struct Match {
 }
 
 impl Match {
-    /// Every request.
-    pub fn any() -> Match {
-        Match::default()
-    }
-
     /// Requests with this HTTP method.
     pub fn method(method: &str) -> Match {
         let mut m = Match {
@@ -223,13 +213,6 @@ impl Match {
     pub fn query(mut self, name: &str, value: &str) -> Match {
         self.label.push(format!("{name}={value}"));
         self.query.push((name.to_owned(), Some(value.to_owned())));
-        self
-    }
-
-    /// The query carries `name` (with any value).
-    pub fn query_has(mut self, name: &str) -> Match {
-        self.label.push(format!("?{name}"));
-        self.query.push((name.to_owned(), None));
         self
     }
 
@@ -280,8 +263,6 @@ pub enum Fault {
     InternalError,
     /// Answer `503 SlowDown` (S3 XML error body); the request is not forwarded.
     SlowDown,
-    /// Any status and S3 error code; the request is not forwarded.
-    Status { status: u16, code: String },
     /// Reset the connection (RST) without answering; the request is not forwarded.
     Reset,
     /// Forward the request, then reset the connection instead of relaying the
@@ -332,7 +313,6 @@ impl Fault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Times {
     Once,
-    N(usize),
     Always,
 }
 
@@ -340,7 +320,6 @@ impl Times {
     fn allows(self, fired: usize) -> bool {
         match self {
             Times::Once => fired < 1,
-            Times::N(n) => fired < n,
             Times::Always => true,
         }
     }
@@ -482,7 +461,6 @@ impl State {
 /// A running proxy; dropping it stops accepting and ends open connections.
 pub struct Proxy {
     addr: SocketAddr,
-    upstream: String,
     state: Arc<State>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -513,7 +491,6 @@ impl Proxy {
         };
         Proxy {
             addr,
-            upstream: authority,
             state,
             acceptor: Some(acceptor),
         }
@@ -533,13 +510,6 @@ impl Proxy {
             fired: 0,
         });
         RuleId(rules.len() - 1)
-    }
-
-    /// Disarm every rule (their counts stay readable).
-    pub fn disarm_all(&self) {
-        for a in lock(&self.state.rules).iter_mut() {
-            a.rule.times = Times::N(a.fired);
-        }
     }
 
     /// How many times the rule fired.
@@ -626,7 +596,7 @@ fn accept_loop(listener: TcpListener, upstream: String, state: Arc<State>) {
 
 /// How a client connection ended; dropped after the registry entry, so for a reset the
 /// socket's last descriptor closes with SO_LINGER 0 set.
-struct End(Option<TcpStream>);
+struct End(#[expect(dead_code, reason = "held only to be dropped")] Option<TcpStream>);
 
 /// Serve one client connection: requests in order until it closes or a fault ends it.
 fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
@@ -656,10 +626,6 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
             Ok(b) => b,
             _ => return End(Some(to_client)),
         };
-        let req = Request {
-            body_len: body.len(),
-            ..req
-        };
         let client_close = req
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -682,14 +648,6 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
                     return End(Some(to_client));
                 }
                 state.answered(index, 503);
-                continue;
-            }
-            Some(Fault::Status { status, code }) => {
-                let r = error_answer(&req, *status, "Fault", code);
-                if to_client.write_all(&r).is_err() {
-                    return End(Some(to_client));
-                }
-                state.answered(index, *status);
                 continue;
             }
             Some(Fault::ErrorIn200 { code }) => {
@@ -937,7 +895,6 @@ fn parse_request(head: &[u8]) -> Option<Request> {
         path,
         query,
         headers: parse_headers(head),
-        body_len: 0,
     })
 }
 

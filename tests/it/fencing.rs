@@ -2,13 +2,11 @@
 //! readers see. Interleavings are driven by the binary's pause points (it stops at a
 //! named point, says so on stderr and waits for a line on stdin), never by sleeps.
 
-mod harness;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 
-use harness::*;
+use crate::support::*;
 
 const NAME: &str = "progress-2026-03-07.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-07.jsonl";
@@ -255,13 +253,13 @@ fn a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names(kind: Kind) {
     );
 }
 
-on_every_backend!(
-    a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names,
-    late_promotion_never_replaces_a_newer_publish,
-    a_failed_worker_publishes_nothing,
-    sigterm_before_publish_leaves_nothing,
-    signal_during_publish_finishes_the_checkpoint,
-);
+matrix! {
+    a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names: [local, seaweed, moto, localstack];
+    late_promotion_never_replaces_a_newer_publish: [local, seaweed, moto, localstack];
+    a_failed_worker_publishes_nothing: [local, seaweed, moto, localstack];
+    sigterm_before_publish_leaves_nothing: [local, seaweed, moto, localstack];
+    signal_during_publish_finishes_the_checkpoint: [local, seaweed, moto, localstack];
+}
 
 /// SIGINT exits 130 with the same clean-up.
 #[test]

@@ -2,9 +2,6 @@
 //! buckets built from the `LANDING_TEST_*` variables that `scripts/test-servers`
 //! exports. A missing variable fails the test (it never skips): the suite is only
 //! meaningful against real servers.
-//!
-//! Include it with `#[path = "common/s3.rs"] mod s3_env;` (or from `common/mod.rs`).
-#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,9 +25,6 @@ pub enum Server {
 }
 
 impl Server {
-    /// Every server; each test that iterates over it runs on all of them.
-    pub const ALL: [Server; 3] = [Server::Seaweed, Server::Moto, Server::Localstack];
-
     pub fn name(self) -> &'static str {
         match self {
             Server::Seaweed => "seaweed",
@@ -154,27 +148,4 @@ pub fn test_s3_config() -> S3Options {
         read_timeout: Duration::from_secs(30),
         ..S3Options::default()
     }
-}
-
-/// `s3_server!(seaweed)` is `Server::Seaweed` (likewise `moto`, `localstack`); any other
-/// name is a compile error, so a backend matrix cannot silently run the wrong server.
-/// `Server` must be in scope where it is used.
-#[macro_export]
-macro_rules! s3_server {
-    (seaweed) => {
-        Server::Seaweed
-    };
-    (moto) => {
-        Server::Moto
-    };
-    (localstack) => {
-        Server::Localstack
-    };
-    ($other:ident) => {
-        compile_error!(concat!(
-            "unknown S3 test server `",
-            stringify!($other),
-            "` (expected seaweed, moto or localstack)"
-        ))
-    };
 }

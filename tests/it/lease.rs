@@ -1,11 +1,9 @@
 //! One run at a time: overlapping runs of the same input, a live lease, an expired
 //! lease and a killed holder.
 
-mod harness;
-
 use std::process::Stdio;
 
-use harness::*;
+use crate::support::*;
 
 const NAME: &str = "progress-2026-03-05.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-05.jsonl";
@@ -123,9 +121,9 @@ fn overlapping_runs_never_both_work(kind: Kind) {
     }
 }
 
-on_every_backend!(
-    live_lease_means_busy,
-    expired_lease_is_taken_over,
-    killed_holder_lease_is_taken_over,
-    overlapping_runs_never_both_work,
-);
+matrix! {
+    live_lease_means_busy: [local, seaweed, moto, localstack];
+    expired_lease_is_taken_over: [local, seaweed, moto, localstack];
+    killed_holder_lease_is_taken_over: [local, seaweed, moto, localstack];
+    overlapping_runs_never_both_work: [local, seaweed, moto, localstack];
+}

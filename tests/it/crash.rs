@@ -4,9 +4,7 @@
 //! bytes that are not published, and a plain rerun ends in the state of a clean run
 //! with no staging left behind (DESIGN.md section 1, crash table).
 
-mod harness;
-
-use harness::*;
+use crate::support::*;
 
 const NAME: &str = "progress-2026-03-04.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-04.jsonl";
@@ -14,7 +12,7 @@ const CKPT: &str = "checkpoints/progress/progress-2026-03-04.jsonl.json";
 const LOCK: &str = "locks/progress/progress-2026-03-04.jsonl.lock";
 
 fn clean_output(input: &[u8]) -> Vec<u8> {
-    harness::clean_output(NAME, input)
+    crate::support::clean_output(NAME, input)
 }
 
 fn ckpt_sha(w: &World) -> Option<String> {
@@ -101,24 +99,10 @@ fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
     assert_eq!(w.run(&input, &[]).action(), "skipped");
 }
 
-macro_rules! crash_tests {
-    ($($name:ident: $point:literal => $expect:expr, [$($backend:ident),*];)*) => {$(
-        mod $name {
-            use super::*;
-            $(
-                #[test]
-                fn $backend() {
-                    crash_then_rerun($crate::backend!($backend), $point, $expect)
-                }
-            )*
-        }
-    )*};
-}
-
-crash_tests! {
-    mid_stream: "mid-stream" => Expect::Old, [local, seaweed, moto, localstack];
-    after_part: "after-part:1" => Expect::Old, [seaweed, moto, localstack];
-    after_staging: "after-staging" => Expect::Old, [local, seaweed, moto, localstack];
-    after_publish: "after-publish" => Expect::NewUnmarked, [local, seaweed, moto, localstack];
-    after_checkpoint: "after-checkpoint" => Expect::NewMarked, [local, seaweed, moto, localstack];
+matrix! {
+    mid_stream: [local, seaweed, moto, localstack] => crash_then_rerun("mid-stream", Expect::Old);
+    after_part: [seaweed, moto, localstack] => crash_then_rerun("after-part:1", Expect::Old);
+    after_staging: [local, seaweed, moto, localstack] => crash_then_rerun("after-staging", Expect::Old);
+    after_publish: [local, seaweed, moto, localstack] => crash_then_rerun("after-publish", Expect::NewUnmarked);
+    after_checkpoint: [local, seaweed, moto, localstack] => crash_then_rerun("after-checkpoint", Expect::NewMarked);
 }

@@ -6,17 +6,14 @@
 //! proxy, which counts GetObject calls on the inbox and fails them all; on a local
 //! inbox an inotify watch on the folder records every open of an input.
 
-mod harness;
-#[path = "harness/proxy.rs"]
-mod proxy;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use aws_sdk_s3::primitives::ByteStream;
-use harness::*;
-use proxy::{Fault, Match, Op, Proxy, Rule};
 use serde_json::Value;
+
+use crate::support::proxy::{Fault, Match, Op, Proxy, Rule};
+use crate::support::*;
 
 fn day(i: usize) -> String {
     format!("progress-2026-01-{i:02}.jsonl")
@@ -769,16 +766,16 @@ fn status_shows_rows_leases_and_history(kind: Kind) {
     assert_eq!(actions, ["refused", "published"], "{hv}");
 }
 
-on_every_backend!(
-    inbox_lands_each_input_and_reports_totals,
-    unchanged_inbox_skips_without_reading,
-    old_checkpoint_is_read_once_and_upgraded,
-    three_shards_land_every_input_once,
-    overlapping_shard_sets_land_each_input_once,
-    busy_and_failed_inputs_do_not_stop_the_others,
-    verify_finds_each_drift_kind,
-    status_shows_rows_leases_and_history,
-);
+matrix! {
+    inbox_lands_each_input_and_reports_totals: [local, seaweed, moto, localstack];
+    unchanged_inbox_skips_without_reading: [local, seaweed, moto, localstack];
+    old_checkpoint_is_read_once_and_upgraded: [local, seaweed, moto, localstack];
+    three_shards_land_every_input_once: [local, seaweed, moto, localstack];
+    overlapping_shard_sets_land_each_input_once: [local, seaweed, moto, localstack];
+    busy_and_failed_inputs_do_not_stop_the_others: [local, seaweed, moto, localstack];
+    verify_finds_each_drift_kind: [local, seaweed, moto, localstack];
+    status_shows_rows_leases_and_history: [local, seaweed, moto, localstack];
+}
 
 /// An S3 inbox of thousands of objects is listed page by page (1,000 keys a page):
 /// the inputs on the third page are landed; keys under a sub-prefix are not.
@@ -819,14 +816,8 @@ fn s3_listing_pages_through_thousands(server: Server) {
     assert!(all.run.stderr.contains("files=2102"), "{}", all.run.stderr);
 }
 
-#[test]
-fn s3_listing_pages_through_thousands_seaweed() {
-    s3_listing_pages_through_thousands(Server::Seaweed)
-}
-
-#[test]
-fn s3_listing_pages_through_thousands_moto() {
-    s3_listing_pages_through_thousands(Server::Moto)
+matrix! {
+    s3 s3_listing_pages_through_thousands: [seaweed, moto];
 }
 
 /// `--dry-run` validates flags and LANDING_* variables, prints the resolved

@@ -1,9 +1,7 @@
 //! `landing drill` passes against a local lake and both S3 servers, reports every
 //! scenario, and leaves nothing behind in the lake.
 
-mod harness;
-
-use harness::*;
+use crate::support::*;
 
 fn drill_passes_and_cleans_up(kind: Kind) {
     let w = World::new(kind, "drill");
@@ -77,4 +75,6 @@ fn drill_prints_a_table() {
     assert!(r.stdout.contains("all invariants held"), "{}", r.stdout);
 }
 
-on_every_backend!(drill_passes_and_cleans_up);
+matrix! {
+    drill_passes_and_cleans_up: [local, seaweed, moto, localstack];
+}

@@ -1,12 +1,8 @@
-//! End-to-end harness: one test body runs against a local lake and against the S3
+//! One test's world: one test body runs against a local lake and against the S3
 //! servers started by `scripts/test-servers` (SeaweedFS, moto and LocalStack). Each test gets a
 //! temp dir (and, on S3, a fresh bucket); the job is the built binary, run as a
 //! child process with a clean environment, and assertions read the lake directly
 //! (std::fs or a raw S3 client), never through the code under test.
-#![allow(dead_code)]
-
-#[path = "../common/s3.rs"]
-mod s3_env;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,9 +10,10 @@ use std::process::{Command, Output};
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-pub use s3_env::Server;
 use serde_json::Value;
 use tempfile::TempDir;
+
+use super::servers::Server;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -303,39 +300,64 @@ impl World {
         let mut out = BTreeMap::new();
         match &self.s3 {
             None => walk(&self.lake_dir(), &self.lake_dir(), &mut out),
-            Some(s) => s.rt.block_on(async {
-                let mut pages = s
-                    .client
-                    .list_objects_v2()
-                    .bucket(&s.bucket)
-                    .prefix(format!("{LAKE_PREFIX}/"))
-                    .into_paginator()
-                    .send();
-                while let Some(page) = pages.next().await {
-                    for o in page.expect("list").contents() {
-                        let key = o.key().unwrap_or_default();
-                        let rel = key.strip_prefix(&format!("{LAKE_PREFIX}/")).unwrap_or(key);
-                        let body = s
-                            .client
-                            .get_object()
-                            .bucket(&s.bucket)
-                            .key(key)
-                            .send()
-                            .await
-                            .expect("get")
-                            .body
-                            .collect()
-                            .await
-                            .expect("body")
-                            .into_bytes()
-                            .to_vec();
-                        let marker = format!("{:?} {:?}", o.e_tag(), o.last_modified());
-                        out.insert(rel.to_owned(), (body, marker));
-                    }
-                }
-            }),
+            Some(_) => out = self.bucket_objects(&format!("{LAKE_PREFIX}/")),
         }
         out.retain(|k, _| !k.starts_with("locks/") && !k.ends_with(".cas"));
+        out
+    }
+
+    /// Everything a process run in this world could write to, with bytes and change
+    /// markers and nothing left out: every file and folder under the temp dir (the
+    /// inbox, a local lake, and the home and working dir of every run; a folder's
+    /// mtime moves when an entry is added or removed) and, on S3, every object in the
+    /// bucket.
+    pub fn snapshot_everything(&self) -> BTreeMap<String, (Vec<u8>, String)> {
+        let mut out = BTreeMap::new();
+        walk_with_folders(self.tmp.path(), self.tmp.path(), &mut out);
+        if let Some(s) = &self.s3 {
+            for (key, v) in self.bucket_objects("") {
+                out.insert(format!("s3://{}/{key}", s.bucket), v);
+            }
+        }
+        out
+    }
+
+    /// The S3 objects under `prefix` (keys relative to it) with their bytes and ETag
+    /// plus Last-Modified.
+    fn bucket_objects(&self, prefix: &str) -> BTreeMap<String, (Vec<u8>, String)> {
+        let s = self.s3.as_ref().expect("an S3 world");
+        let mut out = BTreeMap::new();
+        s.rt.block_on(async {
+            let mut pages = s
+                .client
+                .list_objects_v2()
+                .bucket(&s.bucket)
+                .prefix(prefix)
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                for o in page.expect("list").contents() {
+                    let key = o.key().unwrap_or_default();
+                    let rel = key.strip_prefix(prefix).unwrap_or(key);
+                    let body = s
+                        .client
+                        .get_object()
+                        .bucket(&s.bucket)
+                        .key(key)
+                        .send()
+                        .await
+                        .expect("get")
+                        .body
+                        .collect()
+                        .await
+                        .expect("body")
+                        .into_bytes()
+                        .to_vec();
+                    let marker = format!("{:?} {:?}", o.e_tag(), o.last_modified());
+                    out.insert(rel.to_owned(), (body, marker));
+                }
+            }
+        });
         out
     }
 
@@ -387,6 +409,25 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, String)>) 
             walk(root, &p, out);
         } else {
             let md = e.metadata().unwrap();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let marker = format!("{:?} {}", md.modified().unwrap(), md.len());
+            out.insert(rel, (std::fs::read(&p).unwrap(), marker));
+        }
+    }
+}
+
+/// [`walk`] that also records each folder (`rel/`, by its mtime).
+fn walk_with_folders(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, String)>) {
+    let md = std::fs::metadata(dir).unwrap();
+    let rel = dir.strip_prefix(root).unwrap().display().to_string();
+    let marker = format!("{:?}", md.modified().unwrap());
+    out.insert(format!("{rel}/"), (Vec::new(), marker));
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk_with_folders(root, &p, out);
+        } else {
+            let md = std::fs::metadata(&p).unwrap();
             let rel = p.strip_prefix(root).unwrap().display().to_string();
             let marker = format!("{:?} {}", md.modified().unwrap(), md.len());
             out.insert(rel, (std::fs::read(&p).unwrap(), marker));
@@ -450,47 +491,6 @@ pub fn generated(lines: u64, seed: u64) -> Vec<u8> {
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     landing::identity::hex(&sha2::Sha256::digest(bytes))
-}
-
-/// `backend!(local)` is `Kind::Local`, `backend!(seaweed)` is
-/// `Kind::S3(Server::Seaweed)` (likewise `moto`, `localstack`); any other name is a
-/// compile error. `Kind` and `Server` must be in scope where it is used.
-#[macro_export]
-macro_rules! backend {
-    (local) => {
-        Kind::Local
-    };
-    ($server:ident) => {
-        Kind::S3($crate::s3_server!($server))
-    };
-}
-
-/// `on_backends!([local, seaweed] a, b)` generates `mod a { local, seaweed }` (and `b`)
-/// tests calling `a(Kind)`, one per named backend.
-#[macro_export]
-macro_rules! on_backends {
-    (@one $name:ident [$($backend:ident),* $(,)?]) => {
-        mod $name {
-            use super::*;
-            $(
-                #[test]
-                fn $backend() {
-                    super::$name($crate::backend!($backend))
-                }
-            )*
-        }
-    };
-    ($backends:tt $($name:ident),* $(,)?) => {$(
-        $crate::on_backends!(@one $name $backends);
-    )*};
-}
-
-/// Generate `mod name { local, seaweed, moto, localstack }` tests calling `name(Kind)`.
-#[macro_export]
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        $crate::on_backends!([local, seaweed, moto, localstack] $($name),*);
-    };
 }
 
 /// Published bytes of a clean run of `input` named `name` in a fresh local lake.

@@ -2,18 +2,10 @@
 //! keys, the sweep of a crashed run's upload, least-privilege credentials, and the
 //! sample day landing with the same bytes as on a local lake.
 
-mod harness;
-
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-use harness::*;
 
-/// Runs `f` on every S3 test server (SeaweedFS, moto, LocalStack).
-fn on_every_server(f: impl Fn(Server)) {
-    for s in Server::ALL {
-        f(s);
-    }
-}
+use crate::support::*;
 
 fn sample() -> Vec<u8> {
     std::fs::read(concat!(
@@ -25,94 +17,82 @@ fn sample() -> Vec<u8> {
 
 /// Above the copy threshold the publish uses UploadPartCopy parts; the bytes are
 /// the same as a plain CopyObject's.
-#[test]
-fn multipart_copy_promotion_publishes_the_same_bytes() {
-    on_every_server(|server| {
-        let body = generated(60_000, 21); // ~12 MiB
-        let expected = {
-            let w = World::new(Kind::Local, "mpc-ref");
-            let i = w.put_input("big.jsonl", &body);
-            assert_eq!(w.run(&i, &[]).code, Some(0));
-            w.get("raw/progress/big.jsonl").unwrap()
-        };
-        let w = World::new(Kind::S3(server), "mpc");
-        let input = w.put_input("big.jsonl", &body);
-        let r = w.run(
-            &input,
-            &["--s3-part-size-mib", "5", "--s3-copy-threshold", "6291456"],
-        );
-        assert_eq!(r.code, Some(0), "{}", r.stderr);
-        assert_eq!(w.get("raw/progress/big.jsonl").unwrap(), expected);
-        assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
-        assert_eq!(
-            w.run(&input, &["--s3-copy-threshold", "6291456"]).action(),
-            "skipped"
-        );
-    });
+fn multipart_copy_promotion_publishes_the_same_bytes(server: Server) {
+    let body = generated(60_000, 21); // ~12 MiB
+    let expected = {
+        let w = World::new(Kind::Local, "mpc-ref");
+        let i = w.put_input("big.jsonl", &body);
+        assert_eq!(w.run(&i, &[]).code, Some(0));
+        w.get("raw/progress/big.jsonl").unwrap()
+    };
+    let w = World::new(Kind::S3(server), "mpc");
+    let input = w.put_input("big.jsonl", &body);
+    let r = w.run(
+        &input,
+        &["--s3-part-size-mib", "5", "--s3-copy-threshold", "6291456"],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(w.get("raw/progress/big.jsonl").unwrap(), expected);
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    assert_eq!(
+        w.run(&input, &["--s3-copy-threshold", "6291456"]).action(),
+        "skipped"
+    );
 }
 
 /// Input names with spaces, `+` and non-ASCII characters land under the same name.
-#[test]
-fn awkward_keys_land_and_skip() {
-    on_every_server(|server| {
-        for name in ["día 1+2.jsonl", "c++ 100%~x.jsonl"] {
-            let w = World::new(Kind::S3(server), "keys");
-            let input = w.put_input(name, format!("{}\n", event("a", 1)).as_bytes());
-            let r = w.run(&input, &[]);
-            assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
-            assert!(
-                w.get(&format!("raw/progress/{name}")).is_some(),
-                "{name} not published"
-            );
-            assert!(w
-                .get(&format!("checkpoints/progress/{name}.json"))
-                .is_some());
-            assert_eq!(w.run(&input, &[]).action(), "skipped", "{name}");
-        }
-    });
+fn awkward_keys_land_and_skip(server: Server) {
+    for name in ["día 1+2.jsonl", "c++ 100%~x.jsonl"] {
+        let w = World::new(Kind::S3(server), "keys");
+        let input = w.put_input(name, format!("{}\n", event("a", 1)).as_bytes());
+        let r = w.run(&input, &[]);
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        assert!(
+            w.get(&format!("raw/progress/{name}")).is_some(),
+            "{name} not published"
+        );
+        assert!(w
+            .get(&format!("checkpoints/progress/{name}.json"))
+            .is_some());
+        assert_eq!(w.run(&input, &[]).action(), "skipped", "{name}");
+    }
 }
 
 /// A crashed run's incomplete multipart upload is swept by the next run.
-#[test]
-fn next_run_sweeps_a_crashed_upload() {
-    on_every_server(|server| {
-        let mut w = World::new(Kind::S3(server), "sweep");
-        w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
-        w.env
-            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
-        let input = w.put_input("day.jsonl", &generated(60_000, 22));
-        let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-part:1")]);
-        assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
-        assert!(
-            w.leftovers().iter().any(|l| l.starts_with("upload:")),
-            "{:?}",
-            w.leftovers()
-        );
-        w.wait_for_lease_expiry("locks/progress/day.jsonl.lock");
-        let r = w.run(&input, &[]);
-        assert_eq!(r.code, Some(0), "{}", r.stderr);
-        assert!(r.stderr.contains("swept leftovers"), "{}", r.stderr);
-        assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
-    });
+fn next_run_sweeps_a_crashed_upload(server: Server) {
+    let mut w = World::new(Kind::S3(server), "sweep");
+    w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+    w.env
+        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    let input = w.put_input("day.jsonl", &generated(60_000, 22));
+    let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-part:1")]);
+    assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
+    assert!(
+        w.leftovers().iter().any(|l| l.starts_with("upload:")),
+        "{:?}",
+        w.leftovers()
+    );
+    w.wait_for_lease_expiry("locks/progress/day.jsonl.lock");
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("swept leftovers"), "{}", r.stderr);
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
 }
 
 /// The sample day lands with the golden bytes on every server (as on a local lake).
-#[test]
-fn sample_day_lands_identically_on_every_server() {
+fn sample_day_lands_identically_on_every_server(server: Server) {
     let golden = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/golden/progress-2026-03-02.jsonl"
     ))
     .unwrap();
-    on_every_server(|server| {
-        let w = World::new(Kind::S3(server), "golden");
-        let input = w.put_input("progress-2026-03-02.jsonl", &sample());
-        assert_eq!(w.run(&input, &["--max-rejected-lines", "1"]).code, Some(0));
-        assert_eq!(
-            w.get("raw/progress/progress-2026-03-02.jsonl").unwrap(),
-            golden
-        );
-    });
+    let w = World::new(Kind::S3(server), "golden");
+    let input = w.put_input("progress-2026-03-02.jsonl", &sample());
+    assert_eq!(w.run(&input, &["--max-rejected-lines", "1"]).code, Some(0));
+    assert_eq!(
+        w.get("raw/progress/progress-2026-03-02.jsonl").unwrap(),
+        golden
+    );
 }
 
 fn var(name: &str) -> String {
@@ -237,18 +217,23 @@ fn least_privilege_job_lands_and_reader_is_confined() {
 
 /// The README's checksum settings (the SDK's own variable names and spellings) are
 /// accepted and the job lands with them on every server.
-#[test]
-fn checksum_when_required_from_the_environment() {
-    on_every_server(|server| {
-        let w = World::new(Kind::S3(server), "cksum");
-        let input = w.put_input("day.jsonl", &generated(30_000, 23));
-        let env = [
-            ("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"),
-            ("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required"),
-        ];
-        let r = w.run_env(&input, &["--s3-part-size-mib", "5"], &env);
-        assert_eq!(r.code, Some(0), "{}", r.stderr);
-        assert_eq!(r.action(), "published");
-        assert_eq!(w.run_env(&input, &[], &env).action(), "skipped");
-    });
+fn checksum_when_required_from_the_environment(server: Server) {
+    let w = World::new(Kind::S3(server), "cksum");
+    let input = w.put_input("day.jsonl", &generated(30_000, 23));
+    let env = [
+        ("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"),
+        ("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required"),
+    ];
+    let r = w.run_env(&input, &["--s3-part-size-mib", "5"], &env);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.action(), "published");
+    assert_eq!(w.run_env(&input, &[], &env).action(), "skipped");
+}
+
+matrix! {
+    s3 multipart_copy_promotion_publishes_the_same_bytes: [seaweed, moto, localstack];
+    s3 awkward_keys_land_and_skip: [seaweed, moto, localstack];
+    s3 next_run_sweeps_a_crashed_upload: [seaweed, moto, localstack];
+    s3 sample_day_lands_identically_on_every_server: [seaweed, moto, localstack];
+    s3 checksum_when_required_from_the_environment: [seaweed, moto, localstack];
 }

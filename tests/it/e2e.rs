@@ -1,9 +1,9 @@
 //! End-to-end tests of `landing run` and `landing check` through the built binary,
 //! each body run on a local lake, SeaweedFS, moto and LocalStack.
 
-mod harness;
+use std::collections::BTreeSet;
 
-use harness::*;
+use crate::support::*;
 
 const DAY: &str = "progress-2026-03-02.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-02.jsonl";
@@ -203,9 +203,14 @@ fn check_writes_nothing(kind: Kind) {
     let w = World::new(kind, "check");
     let input = w.put_input(DAY, &sample());
     let lake_before = w.snapshot();
+    let everything_before = w.snapshot_everything();
+    // `check` takes no lake; give it the lake a CronJob's environment would, so that a
+    // check that found one and wrote there would be caught below.
+    let lake = w.lake_arg();
+    let env = [("LANDING_LAKE", lake.as_str())];
     let r = w.landing(
         &["check", "--input", &input, "--max-rejected-lines", "1"],
-        &[],
+        &env,
     );
     assert_ok(&r, "checked");
     let s = r.summary.as_ref().unwrap();
@@ -215,9 +220,18 @@ fn check_writes_nothing(kind: Kind) {
     assert_eq!(w.snapshot(), lake_before);
     assert!(w.snapshot().is_empty());
     // Without a cap the same file would be refused: check says so with exit 65.
-    let r = w.landing(&["check", "--input", &input], &[]);
+    let r = w.landing(&["check", "--input", &input], &env);
     assert_eq!(r.code, Some(65));
     assert_eq!(r.summary.as_ref().unwrap()["reason"]["kind"], "reject_cap");
+    // Neither check wrote anything anywhere it could: not the lake, the inbox, its
+    // working dir or home (the temp dir), nor anywhere in the bucket.
+    let after = w.snapshot_everything();
+    let written: BTreeSet<&String> = everything_before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| everything_before.get(*k) != after.get(*k))
+        .collect();
+    assert!(written.is_empty(), "check wrote {written:?}");
 }
 
 /// A missing input exits 1 naming it and the step; nothing is written.
@@ -254,22 +268,22 @@ fn empty_input_publishes_empty(kind: Kind) {
     assert_ok(&w.run(&input, &[]), "skipped");
 }
 
-on_every_backend!(
-    sample_day_publishes_golden_bytes,
-    rerun_skips_and_writes_nothing,
-    deleted_publish_is_republished,
-    changed_publish_is_republished,
-    changed_input_publishes_and_moves_checkpoint,
-    prohibited_field_refuses_and_keeps_previous,
-    id_collision_refuses,
-    reject_cap_is_exact,
-    default_cap_fails_closed,
-    same_input_same_bytes_in_two_lakes,
-    check_writes_nothing,
-    missing_input_fails_naming_it,
-    corrupt_checkpoint_fails_and_publishes_nothing,
-    empty_input_publishes_empty,
-);
+matrix! {
+    sample_day_publishes_golden_bytes: [local, seaweed, moto, localstack];
+    rerun_skips_and_writes_nothing: [local, seaweed, moto, localstack];
+    deleted_publish_is_republished: [local, seaweed, moto, localstack];
+    changed_publish_is_republished: [local, seaweed, moto, localstack];
+    changed_input_publishes_and_moves_checkpoint: [local, seaweed, moto, localstack];
+    prohibited_field_refuses_and_keeps_previous: [local, seaweed, moto, localstack];
+    id_collision_refuses: [local, seaweed, moto, localstack];
+    reject_cap_is_exact: [local, seaweed, moto, localstack];
+    default_cap_fails_closed: [local, seaweed, moto, localstack];
+    same_input_same_bytes_in_two_lakes: [local, seaweed, moto, localstack];
+    check_writes_nothing: [local, seaweed, moto, localstack];
+    missing_input_fails_naming_it: [local, seaweed, moto, localstack];
+    corrupt_checkpoint_fails_and_publishes_nothing: [local, seaweed, moto, localstack];
+    empty_input_publishes_empty: [local, seaweed, moto, localstack];
+}
 
 /// An unwritable lake exits 1 naming the path and the step.
 #[test]

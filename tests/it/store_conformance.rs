@@ -1,11 +1,8 @@
 //! Store conformance: every behaviour the run contract relies on, asserted once and run
 //! against every backend — a local folder, SeaweedFS, moto and LocalStack. The S3
-//! servers come from `scripts/test-servers` (`scripts/test-servers -- cargo test --test store_conformance`);
+//! servers come from `scripts/test-servers` (`scripts/test-servers -- cargo test --test it store_conformance::`);
 //! without them the S3 tests fail, they do not skip. Each test gets its own bucket (or
 //! temp folder), so tests run in parallel without sharing state.
-
-#[path = "common/s3.rs"]
-mod s3_env;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,22 +15,17 @@ use landing::store::s3::S3Store;
 use landing::store::s3::{ChecksumMode, S3Options};
 use landing::store::{Condition, Expect, Staged, Store, Sweep, Upload};
 use landing::Error;
-use s3_env::Server;
 use tokio::io::AsyncReadExt;
+
+use crate::support::{test_s3_config, Kind, Server};
 
 const MIB: usize = 1 << 20;
 /// Every S3 fixture keeps its lake under this prefix, so prefix joining is exercised.
 const S3_PREFIX: &str = "lake";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    Local,
-    S3(Server),
-}
-
 /// One backend, empty, for one test.
 struct Fixture {
-    backend: Backend,
+    backend: Kind,
     /// Local: the temp folder holding the lake.
     dir: Option<tempfile::TempDir>,
     /// S3: SDK configuration, raw client and bucket.
@@ -47,14 +39,14 @@ struct S3Target {
 }
 
 impl Fixture {
-    async fn new(backend: Backend, test: &str) -> Self {
+    async fn new(backend: Kind, test: &str) -> Self {
         match backend {
-            Backend::Local => Fixture {
+            Kind::Local => Fixture {
                 backend,
                 dir: Some(tempfile::tempdir().expect("temp dir")),
                 s3: None,
             },
-            Backend::S3(server) => {
+            Kind::S3(server) => {
                 let sdk = server.sdk_config().await;
                 let (client, bucket) = server.fresh_bucket(test).await;
                 Fixture {
@@ -71,7 +63,7 @@ impl Fixture {
     }
 
     fn is_s3(&self) -> bool {
-        matches!(self.backend, Backend::S3(_))
+        matches!(self.backend, Kind::S3(_))
     }
 
     fn lake_dir(&self) -> PathBuf {
@@ -84,7 +76,7 @@ impl Fixture {
 
     /// The store under test with the test S3 settings.
     fn store(&self) -> Box<dyn Store> {
-        self.store_with(&s3_env::test_s3_config())
+        self.store_with(&test_s3_config())
     }
 
     /// The store under test with explicit S3 settings (ignored by the local backend).
@@ -541,7 +533,7 @@ async fn empty_output_round_trips(fx: &Fixture) {
 async fn multipart_copy_promotion_round_trips(fx: &Fixture) {
     let cfg = S3Options {
         copy_threshold: 6 << 20,
-        ..s3_env::test_s3_config()
+        ..test_s3_config()
     };
     let store = fx.store_with(&cfg);
     let data = pattern(12 * MIB, 6);
@@ -615,7 +607,7 @@ async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &Fixture) {
     // Nothing is an hour old yet: nothing goes. Except on moto, whose
     // ListMultipartUploads answers a fixed `Initiated` of 2010-11-10 for every upload,
     // so its incomplete uploads always look old enough.
-    let moto = fx.backend == Backend::S3(Server::Moto);
+    let moto = fx.backend == Kind::S3(Server::Moto);
     let report = sweep(Duration::from_secs(3600)).await.expect("sweep");
     let young = if moto { (1, 0) } else { (0, 0) };
     assert_eq!((report.aborted_uploads, report.deleted_objects), young);
@@ -682,7 +674,7 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
         let cfg = S3Options {
             request_checksum: Some(mode),
             response_checksum: Some(mode),
-            ..s3_env::test_s3_config()
+            ..test_s3_config()
         };
         let store = fx.store_with(&cfg);
         let name = format!("{mode:?}.jsonl");
@@ -717,7 +709,7 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
 // ---------------------------------------------------------------------------------
 /// `list` shows one level: the files directly under a folder with the size and
 /// identity `head` reports, sub-folders by name, nothing deeper; a missing folder is
-/// empty. (Pagination past 1,000 keys: tests/inbox.rs.)
+/// empty. (Pagination past 1,000 keys: the `inbox` module.)
 async fn list_shows_one_level_with_identity(fx: &Fixture) {
     let store = fx.store();
     for (key, body) in [
@@ -752,70 +744,40 @@ async fn list_shows_one_level_with_identity(fx: &Fixture) {
     assert!(root.folders.contains(&"inbox".to_owned()), "{root:?}");
 }
 
-// One test per (backend, case).
+// One test per (case, backend).
 
-/// `mod $module { $case... }`: one `#[tokio::test]` per case on `$backend`.
-macro_rules! cases_on {
-    ($module:ident, $backend:expr, [$($case:ident),*]) => {
-        mod $module {
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fx = Fixture::new($backend, stringify!($case)).await;
-                    super::$case(&fx).await;
-                }
-            )*
-        }
-    };
+impl Fixture {
+    /// Runs `case` on a fresh, empty `backend` (the runner of the matrix below).
+    async fn run(backend: Kind, test: &str, case: impl AsyncFnOnce(&Fixture)) {
+        let fx = Fixture::new(backend, test).await;
+        case(&fx).await;
+    }
 }
 
-/// One module of cases per S3 server, named by the first list.
-macro_rules! on_s3_servers {
-    ([$seaweed:ident, $moto:ident, $localstack:ident] $($case:ident),*) => {
-        cases_on!($seaweed, Backend::S3(s3_server!(seaweed)), [$($case),*]);
-        cases_on!($moto, Backend::S3(s3_server!(moto)), [$($case),*]);
-        cases_on!($localstack, Backend::S3(s3_server!(localstack)), [$($case),*]);
-    };
+// Cases every backend must pass: a local folder and each S3 server.
+matrix! {
+    async location_names_the_object: [local, seaweed, moto, localstack] => Fixture::run;
+    async conditional_create_twice_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
+    async if_match_current_version_replaces: [local, seaweed, moto, localstack] => Fixture::run;
+    async if_match_stale_version_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
+    async if_match_missing_key_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
+    async get_small_missing_is_none: [local, seaweed, moto, localstack] => Fixture::run;
+    async head_missing_is_none: [local, seaweed, moto, localstack] => Fixture::run;
+    async delete_missing_is_ok_and_delete_removes: [local, seaweed, moto, localstack] => Fixture::run;
+    async read_streams_the_bytes: [local, seaweed, moto, localstack] => Fixture::run;
+    async read_missing_is_not_found: [local, seaweed, moto, localstack] => Fixture::run;
+    async stage_complete_promote_publishes_exact_bytes: [local, seaweed, moto, localstack] => Fixture::run;
+    async staged_object_is_invisible_before_promote: [local, seaweed, moto, localstack] => Fixture::run;
+    async abort_leaves_nothing_behind: [local, seaweed, moto, localstack] => Fixture::run;
+    async multi_part_staging_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
+    async empty_output_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
+    async multipart_copy_promotion_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
+    async odd_keys_round_trip: [local, seaweed, moto, localstack] => Fixture::run;
+    async sweep_removes_only_old_leftovers_of_other_runs: [local, seaweed, moto, localstack] => Fixture::run;
+    async list_shows_one_level_with_identity: [local, seaweed, moto, localstack] => Fixture::run;
 }
 
-/// Cases every backend must pass: a local folder and each S3 server.
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        cases_on!(local, Backend::Local, [$($case),*]);
-        on_s3_servers!([seaweed, moto, localstack] $($case),*);
-    };
-}
-
-/// Cases for the S3 servers only.
-macro_rules! s3_only {
-    ($($case:ident),* $(,)?) => {
-        on_s3_servers!([seaweed_s3, moto_s3, localstack_s3] $($case),*);
-    };
-}
-
-conformance! {
-    location_names_the_object,
-    conditional_create_twice_is_precondition,
-    if_match_current_version_replaces,
-    if_match_stale_version_is_precondition,
-    if_match_missing_key_is_precondition,
-    get_small_missing_is_none,
-    head_missing_is_none,
-    delete_missing_is_ok_and_delete_removes,
-    read_streams_the_bytes,
-    read_missing_is_not_found,
-    stage_complete_promote_publishes_exact_bytes,
-    staged_object_is_invisible_before_promote,
-    abort_leaves_nothing_behind,
-    multi_part_staging_round_trips,
-    empty_output_round_trips,
-    multipart_copy_promotion_round_trips,
-    odd_keys_round_trip,
-    sweep_removes_only_old_leftovers_of_other_runs,
-    list_shows_one_level_with_identity,
-}
-
-s3_only! {
-    staging_checksums_follow_the_sdk_setting,
+// Cases for the S3 servers only.
+matrix! {
+    async staging_checksums_follow_the_sdk_setting: [seaweed, moto, localstack] => Fixture::run;
 }

@@ -1,0 +1,18 @@
+//! The integration tests, one crate (one link of the AWS SDK instead of one per file).
+//! Each module was a test crate of its own; `cargo test --test it kill::` runs one of
+//! them. Bodies that run on several backends are expanded by [`matrix!`] (in
+//! `support`), so a test's name is `<module>::<body>::<backend>`.
+
+#[macro_use]
+mod support;
+
+mod crash;
+mod drill;
+mod e2e;
+mod faults;
+mod fencing;
+mod inbox;
+mod kill;
+mod lease;
+mod s3;
+mod store_conformance;

@@ -755,6 +755,38 @@ impl Fixture {
 }
 
 // Cases every backend must pass: a local folder and each S3 server.
+/// `leftovers` (what `landing status` reports) lists a staging that completed but
+/// was never promoted, as a run killed after staging leaves it; never a published
+/// object; and nothing once a sweep removed it.
+async fn leftovers_lists_unpromoted_staging_until_swept(fx: &Fixture) {
+    let store = fx.store();
+    let folders = ["raw/progress".to_owned(), "checkpoints/progress".to_owned()];
+    let none: Vec<String> = Vec::new();
+    assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
+    let published = stage_bytes(&*store, &spec("pub.jsonl", RUN_1), b"{\"x\":1}\n", 8).await;
+    store
+        .promote(&published, &Expect::Absent)
+        .await
+        .expect("promote");
+    store.discard(&published).await.expect("discard");
+    assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
+
+    let staged = stage_bytes(&*store, &spec("a.jsonl", RUN_OLD), b"{\"x\":2}\n", 8).await;
+    assert_eq!(
+        store.leftovers(&folders).await.expect("leftovers"),
+        vec![store.location(&staged.key)]
+    );
+    let others = Sweep::Others {
+        older_than: Duration::ZERO,
+    };
+    let swept = store
+        .sweep(&["raw/progress/a.jsonl".to_owned()], RUN_CUR, others)
+        .await
+        .expect("sweep");
+    assert_eq!(swept.deleted_objects, 1);
+    assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
+}
+
 matrix! {
     async location_names_the_object: [local, seaweed, moto, localstack] => Fixture::run;
     async conditional_create_twice_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
@@ -775,6 +807,7 @@ matrix! {
     async odd_keys_round_trip: [local, seaweed, moto, localstack] => Fixture::run;
     async sweep_removes_only_old_leftovers_of_other_runs: [local, seaweed, moto, localstack] => Fixture::run;
     async list_shows_one_level_with_identity: [local, seaweed, moto, localstack] => Fixture::run;
+    async leftovers_lists_unpromoted_staging_until_swept: [local, seaweed, moto, localstack] => Fixture::run;
 }
 
 // Cases for the S3 servers only.

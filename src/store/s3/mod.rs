@@ -111,6 +111,13 @@ macro_rules! conditioned {
     };
 }
 
+/// How one read of a small object ended: whole, or with its body failed after the
+/// response head (which the SDK does not retry).
+enum SmallRead {
+    Done(Option<Versioned>),
+    BodyFailed(Error),
+}
+
 /// User metadata naming the run that staged an object (kept by CopyObject).
 const RUN_ID_META: &str = "landing-run-id";
 
@@ -201,6 +208,39 @@ impl S3Store {
             prefix: prefix.trim_matches('/').to_owned(),
             cfg: cfg.clone(),
             part_checksums,
+        }
+    }
+
+    /// One GetObject of a small object, read whole; a failed body is told apart.
+    async fn get_small_once(&self, key: &str) -> Result<SmallRead> {
+        let full = self.full_key(key);
+        let loc = self.loc_full(&full);
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(&full)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) => {
+                return match map_err("GetObject", &loc, e, Cond::None) {
+                    Error::NotFound { .. } => Ok(SmallRead::Done(None)),
+                    e => Err(e),
+                }
+            }
+        };
+        let version = out
+            .e_tag()
+            .ok_or_else(|| protocol("GetObject", &loc, "answer carries no ETag"))?
+            .to_owned();
+        match out.body.collect().await {
+            Ok(body) => Ok(SmallRead::Done(Some(Versioned {
+                bytes: body.into_bytes(),
+                version,
+            }))),
+            Err(e) => Ok(SmallRead::BodyFailed(Error::store("GetObject", &loc, e))),
         }
     }
 
@@ -534,35 +574,21 @@ impl Store for S3Store {
     }
 
     async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
-        let full = self.full_key(key);
-        let loc = self.loc_full(&full);
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(&full)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) => {
-                return match map_err("GetObject", &loc, e, Cond::None) {
-                    Error::NotFound { .. } => Ok(None),
-                    e => Err(e),
+        // The SDK retries a request until its response head arrives; a body that then
+        // stalls (its stalled-stream protection) or breaks is not retried. Seen on
+        // LocalStack under heavy load with a lease body. Small objects are read whole,
+        // so the read is simply repeated, as many times as a request may be tried.
+        let mut attempt = 1;
+        loop {
+            match self.get_small_once(key).await? {
+                SmallRead::Done(v) => return Ok(v),
+                SmallRead::BodyFailed(e) if attempt < self.cfg.max_attempts => {
+                    tracing::debug!(error = %e, attempt, "small object body failed; reading it again");
+                    attempt += 1;
                 }
+                SmallRead::BodyFailed(e) => return Err(e),
             }
-        };
-        let version = out
-            .e_tag()
-            .ok_or_else(|| protocol("GetObject", &loc, "answer carries no ETag"))?
-            .to_owned();
-        let bytes = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| Error::store("GetObject", &loc, e))?
-            .into_bytes();
-        Ok(Some(Versioned { bytes, version }))
+        }
     }
 
     async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
@@ -1563,6 +1589,60 @@ fn quoted(etag: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small object whose body breaks after the response head (which the SDK does
+    /// not retry) is read again: the second answer is whole.
+    #[tokio::test]
+    async fn a_small_read_whose_body_breaks_is_repeated() {
+        use std::io::{Read, Write};
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = std::thread::spawn(move || {
+            let answers: [&[u8]; 2] = [
+                // The head promises 10 bytes; the connection closes after 3.
+                b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nETag: \"e\"\r\n\r\n012",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nETag: \"e\"\r\n\r\n0123456789",
+            ];
+            for answer in answers {
+                let (mut sock, _) = listener.accept().expect("accept");
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                sock.write_all(answer).expect("answer");
+            }
+        });
+        let sdk = aws_config::SdkConfig::builder()
+            .endpoint_url(format!("http://{addr}"))
+            .region(Region::from_static("us-east-1"))
+            .credentials_provider(aws_sdk_s3::config::SharedCredentialsProvider::new(
+                aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"),
+            ))
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let cfg = S3Options {
+            force_path_style: true,
+            max_attempts: 2,
+            ..S3Options::default()
+        };
+        let store = S3Store::from_sdk_config(&sdk, "bucket", "lake", &cfg);
+        let got = store
+            .get_small("locks/progress/a.jsonl.lock")
+            .await
+            .expect("the second read is whole")
+            .expect("present");
+        assert_eq!(&got.bytes[..], b"0123456789");
+        assert_eq!(got.version, "\"e\"");
+        tokio::task::spawn_blocking(move || server.join())
+            .await
+            .expect("join")
+            .expect("server thread");
+    }
 
     #[test]
     fn copy_source_encodes_each_segment() {

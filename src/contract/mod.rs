@@ -16,6 +16,8 @@
 //! - `scan.rs`: the fast scanner for flat objects without escapes, which nearly
 //!   every line is; anything else goes to serde_json (in `object.rs`);
 //! - `time.rs`: RFC 3339 event time, normalized to UTC ([`UtcTime`]);
+//! - `fast.rs`: the single pass for the common line: checks it and writes its
+//!   canonical form in one walk ([`canonicalize`]), or declines to [`validate`];
 //! - `canonical.rs`: the canonical form, written by [`Event::write_canonical`];
 //! - `quarantine.rs`: the quarantine record of a rejected line
 //!   ([`write_quarantine_record`]).
@@ -30,12 +32,14 @@ use std::borrow::Cow;
 use std::fmt;
 
 mod canonical;
+mod fast;
 mod frame;
 mod object;
 mod quarantine;
 mod scan;
 mod time;
 
+pub use self::fast::{canonicalize, Canonical};
 pub use self::frame::{Line, LineFramer};
 pub use self::quarantine::write_quarantine_record;
 pub use self::time::{parse_event_time, UtcTime};

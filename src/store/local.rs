@@ -409,6 +409,7 @@ impl Store for LocalStore {
                 dest_key: spec.dest_key.clone(),
                 size: 0,
             },
+            writeback_from: 0,
         }))
     }
 
@@ -470,6 +471,8 @@ struct LocalUpload {
     file: Option<std::io::BufWriter<File>>,
     path: PathBuf,
     staged: Staged,
+    /// Bytes of the file whose writeback has been started (see `write`).
+    writeback_from: u64,
 }
 
 impl LocalUpload {
@@ -489,6 +492,27 @@ impl Upload for LocalUpload {
         match file.write_all(&data) {
             Ok(()) => {
                 self.staged.size += data.len() as u64;
+                // Start writing back what the kernel holds, a few MiB at a time, so the
+                // final fsync does not find the whole output dirty (it was a serial
+                // 0.2 s tail per GB). Only a hint: errors surface at the fsync.
+                #[cfg(target_os = "linux")]
+                {
+                    use std::os::fd::AsRawFd;
+                    const WRITEBACK_STEP: u64 = 8 << 20;
+                    let written = self.staged.size - file.buffer().len() as u64;
+                    if written - self.writeback_from >= WRITEBACK_STEP {
+                        // SAFETY: a plain syscall on our own open descriptor.
+                        unsafe {
+                            libc::sync_file_range(
+                                file.get_ref().as_raw_fd(),
+                                self.writeback_from as libc::off64_t,
+                                (written - self.writeback_from) as libc::off64_t,
+                                libc::SYNC_FILE_RANGE_WRITE,
+                            );
+                        }
+                        self.writeback_from = written;
+                    }
+                }
                 Ok(())
             }
             Err(e) => Err(self.io_err("write temp file", e)),

@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use super::object::{classify_key, is_json_whitespace, Field, KnownKey};
+use super::object::{is_json_whitespace, Field};
 use super::scan::{bytes_equal, word_at, HI, LO};
 use super::time::parse_event_time_bytes;
 
@@ -52,6 +52,27 @@ fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
         j += 1;
     }
     None
+}
+
+/// The contract field whose quoted name starts at `b[i]`, and the index after the
+/// closing quote; `None` for any other key. Comparing with the seven names (closing
+/// quote included) needs no scan for the end of the key.
+fn field_key(b: &[u8], i: usize) -> Option<(Field, usize)> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let k = &b[i + 1..];
+    let (field, name): (Field, &[u8]) = match (k.first()?, k.get(2), k.get(6), k.get(7)) {
+        (b'a', ..) => (Field::AttemptNumber, b"attempt_number\""),
+        (b'c', ..) => (Field::Checkpoint, b"checkpoint\""),
+        (b'e', _, Some(b'i'), _) => (Field::EventId, b"event_id\""),
+        (b'e', _, Some(b't'), Some(b'i')) => (Field::EventTime, b"event_time\""),
+        (b'e', _, Some(b't'), Some(b'y')) => (Field::EventType, b"event_type\""),
+        (b'l', Some(b'a'), ..) => (Field::LearnerId, b"learner_id\""),
+        (b'l', Some(b's'), ..) => (Field::LessonId, b"lesson_id\""),
+        _ => return None,
+    };
+    k.starts_with(name).then_some((field, i + 1 + name.len()))
 }
 
 fn starts(b: &[u8], i: usize, literal: &[u8]) -> bool {
@@ -107,14 +128,10 @@ pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
     }
     i = skip_ws(b, i + 1);
     loop {
-        if b.get(i) != Some(&b'"') {
-            return None;
-        }
-        let (key_end, _) = string_end(b, i + 1)?;
-        let Some(KnownKey::Field(field)) = classify_key(&b[i + 1..key_end]) else {
-            return None; // prohibited or unknown: the slow path's rules
-        };
-        i = skip_ws(b, key_end + 1);
+        // A contract field's name, spelled plainly; anything else (prohibited,
+        // unknown, escaped) is the slow path's to judge.
+        let (field, key_end) = field_key(b, i)?;
+        i = skip_ws(b, key_end);
         if b.get(i) != Some(&b':') {
             return None;
         }
@@ -341,6 +358,33 @@ mod tests {
         let at = GOOD.find("evt_").expect("GOOD has an id");
         bad_utf8[at] = 0xC3;
         assert!(!assert_agrees(&bad_utf8));
+    }
+
+    #[test]
+    fn field_key_knows_exactly_the_seven_names() {
+        use crate::contract::CONTRACT_FIELDS;
+        for (n, name) in CONTRACT_FIELDS.iter().enumerate() {
+            let line = format!("\"{name}\":1");
+            let (field, end) = field_key(line.as_bytes(), 0).expect("a contract field");
+            assert_eq!((field as usize, end), (n, name.len() + 2), "{name}");
+            // A longer or shorter name, or the name unquoted, is not it.
+            assert_eq!(field_key(format!("\"{name}x\"").as_bytes(), 0), None);
+            assert_eq!(
+                field_key(format!("\"{}\"", &name[..name.len() - 1]).as_bytes(), 0),
+                None
+            );
+            assert_eq!(field_key(name.as_bytes(), 0), None);
+        }
+        for other in [
+            "\"email\"",
+            "\"name\"",
+            "\"event_idx\"",
+            "\"event_\\u0069d\"",
+            "\"\"",
+            "\"e",
+        ] {
+            assert_eq!(field_key(other.as_bytes(), 0), None, "{other}");
+        }
     }
 
     #[test]

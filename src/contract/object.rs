@@ -62,7 +62,7 @@ impl<'de> Key<'de> {
 
 /// Runs for every key of every line: dispatch on length, then fixed-size
 /// comparisons (inlined loads, no `memcmp` call).
-pub(super) fn classify_key(key: &[u8]) -> Option<KnownKey> {
+fn classify_key(key: &[u8]) -> Option<KnownKey> {
     use KnownKey::{Field as F, Prohibited as P};
     Some(match key.len() {
         4 if is(key, b"name") => P(1),

@@ -1,7 +1,8 @@
-//! The S3 baseline of the benchmark: how long the server takes to GET an object
-//! (streamed and discarded) and to multipart-PUT an object of the same size with
-//! the same part size and concurrency as the job. `scripts/bench` compares a
-//! `landing run` against these two figures.
+//! The S3 baseline of the benchmark, the floor of the design's shape: how long the
+//! server takes to GET an object (kept in memory), to multipart-PUT those bytes
+//! with the same part size and concurrency as the job, and
+//! to CopyObject that object to another key (the promotion). `scripts/bench`
+//! compares a `landing run` against the sum of the three.
 //!
 //! usage: s3_baseline BUCKET KEY PART_SIZE_MIB CONCURRENCY
 //!        s3_baseline --upload BUCKET KEY FILE   (create the bucket, upload FILE)
@@ -42,11 +43,15 @@ async fn main() -> Result<(), BoxError> {
         .send()
         .await?
         .body;
-    let mut size = 0usize;
+    // Kept, so the PUT sends the same bytes (a server may compress or dedupe, so
+    // a filler payload would not cost it the same).
+    let mut got = Vec::new();
     while let Some(chunk) = body.try_next().await? {
-        size += chunk.len();
+        got.extend_from_slice(&chunk);
     }
     let get_s = t.elapsed().as_secs_f64();
+    let size = got.len();
+    let payload = Bytes::from(got);
 
     let dest = format!("{key}.baseline-put");
     let t = Instant::now();
@@ -57,7 +62,6 @@ async fn main() -> Result<(), BoxError> {
         .send()
         .await?;
     let upload_id = up.upload_id().ok_or("no upload id")?.to_owned();
-    let payload = Bytes::from(vec![b'x'; part]);
     let mut parts = Vec::new();
     let mut tasks = JoinSet::new();
     let (mut sent, mut number) = (0usize, 1i32);
@@ -71,7 +75,7 @@ async fn main() -> Result<(), BoxError> {
             bucket.clone(),
             dest.clone(),
             upload_id.clone(),
-            payload.slice(..len),
+            payload.slice(sent..sent + len),
         );
         tasks.spawn(async move {
             let r = c
@@ -110,13 +114,24 @@ async fn main() -> Result<(), BoxError> {
         .send()
         .await?;
     let put_s = t.elapsed().as_secs_f64();
+
+    // The promotion: the server's own copy of the object just written.
+    let copied = format!("{key}.baseline-copy");
+    let t = Instant::now();
     client
-        .delete_object()
+        .copy_object()
         .bucket(bucket)
-        .key(&dest)
+        .key(&copied)
+        .copy_source(format!("{bucket}/{dest}"))
         .send()
         .await?;
-    println!("{{\"bytes\":{size},\"get_s\":{get_s:.3},\"put_s\":{put_s:.3}}}");
+    let copy_s = t.elapsed().as_secs_f64();
+    for k in [&dest, &copied] {
+        client.delete_object().bucket(bucket).key(k).send().await?;
+    }
+    println!(
+        "{{\"bytes\":{size},\"get_s\":{get_s:.3},\"put_s\":{put_s:.3},\"copy_s\":{copy_s:.3}}}"
+    );
     Ok(())
 }
 

@@ -16,6 +16,9 @@
 //! the kernel allows, and callers [`DedupIndex::prefetch`] a slot a few events before
 //! they [`DedupIndex::insert`] into it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use xxhash_rust::xxh3::{xxh3_128_with_seed, xxh3_64_with_seed};
 
 /// What the index says about an event.
@@ -37,7 +40,7 @@ pub struct Digests {
 }
 
 impl Digests {
-    /// The digests of an event under `seed` (the index's seed).
+    /// The digests of an event under the run's `seed`.
     pub fn of(seed: u64, event_id: &[u8], canonical: &[u8]) -> Digests {
         // 0 marks an empty slot; move the one id digest that collides with it.
         let key = xxh3_64_with_seed(event_id, seed).max(1);
@@ -52,41 +55,40 @@ impl Digests {
 /// One slot: id digest (0 = empty) and canonical digest.
 type Slot = [u64; 3];
 
-/// Fixed-size entry per distinct `event_id`.
+/// Fixed-size entry per distinct `event_id`. It holds digests only: the seed they
+/// were made with belongs to whoever computes them ([`Digests::of`]).
 pub struct DedupIndex {
     slots: Vec<Slot>,
     len: usize,
-    seed: u64,
+    /// The thread faulting the table's pages in ahead of the inserts, if any.
+    prefault: Option<Prefault>,
 }
 
-/// Headroom over an estimated event count, so a slightly low estimate does not
-/// trigger a rehash (which briefly holds the old and the new table together).
-const PRESIZE_HEADROOM: f64 = 1.1;
 /// Linear probing stays short below this load.
 const MAX_LOAD: f64 = 0.85;
 
 impl DedupIndex {
     /// An index with room for `events` distinct events without growing.
-    pub fn with_capacity(events: usize, seed: u64) -> Self {
+    pub fn with_capacity(events: usize) -> Self {
         let slots = ((events.max(16) as f64) / MAX_LOAD) as usize + 1;
+        let slots = zeroed_table(slots);
+        let prefault = Prefault::start(&slots);
         DedupIndex {
-            slots: zeroed_table(slots),
+            slots,
             len: 0,
-            seed,
+            prefault,
         }
     }
 
-    /// Estimate the distinct events of an input of `input_size` bytes from a sample
-    /// of its start (the first chunk): lines in a day's file have similar lengths.
-    pub fn estimate_events(input_size: u64, sample: &[u8]) -> usize {
-        let lines = sample.iter().filter(|&&b| b == b'\n').count().max(1);
-        let avg = (sample.len() / lines).max(1) as f64;
-        (input_size as f64 / avg * PRESIZE_HEADROOM) as usize + 1024
-    }
-
-    /// The seeded digests of an event.
-    pub fn digests(&self, event_id: &[u8], canonical: &[u8]) -> Digests {
-        Digests::of(self.seed, event_id, canonical)
+    /// Estimate the distinct events of an input of `input_size` bytes from its
+    /// first batch: `lines` lines whose canonical forms total `canonical_bytes`
+    /// (lines in a day's file have similar lengths). 10% headroom, so a slightly
+    /// low estimate does not trigger a rehash (which briefly holds the old and the
+    /// new table together); an average below 64 bytes counts as 64, so a batch of
+    /// short odd lines cannot size a huge table.
+    pub fn estimate_events(input_size: u64, lines: usize, canonical_bytes: usize) -> usize {
+        let avg = (canonical_bytes as u64 / lines.max(1) as u64).max(64);
+        (input_size / avg * 11 / 10) as usize + 1024
     }
 
     /// Home slot of a key: the high bits of key × capacity (uniform for any size).
@@ -142,15 +144,10 @@ impl DedupIndex {
         }
     }
 
-    /// Record an event by its id and canonical bytes.
-    pub fn observe(&mut self, event_id: &[u8], canonical: &[u8]) -> Seen {
-        let d = self.digests(event_id, canonical);
-        self.insert(d)
-    }
-
     /// An estimate was low: move to a table half as large again.
     fn grow(&mut self) {
-        let bigger = DedupIndex::with_capacity(self.slots.len() * 3 / 2, self.seed);
+        let bigger = DedupIndex::with_capacity(self.slots.len() * 3 / 2);
+        // Dropping the old table (below) first stops and joins its prefault thread.
         let old = std::mem::replace(self, bigger);
         for s in old.slots.iter().filter(|s| s[0] != 0) {
             self.insert(Digests {
@@ -172,6 +169,74 @@ impl DedupIndex {
     /// Slots allocated (for tests of sizing).
     pub fn capacity(&self) -> usize {
         (self.slots.len() as f64 * MAX_LOAD) as usize
+    }
+}
+
+impl Drop for DedupIndex {
+    fn drop(&mut self) {
+        // The thread must be done with the table's address before it is freed.
+        if let Some(p) = self.prefault.take() {
+            p.stop.store(true, Ordering::Relaxed);
+            let _ = p.thread.join();
+        }
+    }
+}
+
+/// A spare thread that asks the kernel to fault the table in, front to back, so the
+/// inserts (one thread, on the critical path) rarely wait for the kernel to zero a
+/// fresh page: on a peak day that is over a GiB of first touches.
+/// `MADV_POPULATE_WRITE` (Linux 5.14) maps zeroed pages without accessing the
+/// memory, so it never races with the inserts: a page already there is left as is.
+struct Prefault {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Prefault {
+    /// Faulted per call, so a drop waits at most for one piece.
+    const PIECE: usize = 16 << 20;
+    /// Smaller tables are faulted in by the inserts.
+    const MIN_BYTES: usize = 8 << 20;
+
+    #[cfg(target_os = "linux")]
+    fn start(table: &[Slot]) -> Option<Prefault> {
+        let bytes = std::mem::size_of_val(table);
+        if bytes < Self::MIN_BYTES {
+            return None; // small: faulting it in costs less than a thread
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (start, stop2) = (table.as_ptr() as usize, stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("index-prefault".into())
+            .spawn(move || {
+                let page = 4096;
+                let (first, end) = ((start + page - 1) & !(page - 1), start + bytes);
+                let mut at = first;
+                while at < end && !stop2.load(Ordering::Relaxed) {
+                    let len = Self::PIECE.min((end - at) & !(page - 1));
+                    if len == 0 {
+                        break;
+                    }
+                    // SAFETY: [at, at+len) lies inside the table, which outlives this
+                    // thread (DedupIndex::drop joins it first). MADV_POPULATE_WRITE only
+                    // maps pages, never changes their contents. An error (an older
+                    // kernel: EINVAL) just ends the prefault; inserts fault as before.
+                    let r = unsafe {
+                        libc::madvise(at as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE)
+                    };
+                    if r != 0 {
+                        break;
+                    }
+                    at += len;
+                }
+            })
+            .ok()?;
+        Some(Prefault { stop, thread })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn start(_table: &[Slot]) -> Option<Prefault> {
+        None
     }
 }
 
@@ -212,9 +277,16 @@ pub fn hex(digest: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    impl DedupIndex {
+        /// Record an event by its id and canonical bytes, digested under seed 7.
+        fn observe(&mut self, event_id: &[u8], canonical: &[u8]) -> Seen {
+            self.insert(Digests::of(7, event_id, canonical))
+        }
+    }
+
     #[test]
     fn same_canonical_form_is_a_duplicate() {
-        let mut ix = DedupIndex::with_capacity(0, 7);
+        let mut ix = DedupIndex::with_capacity(0);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::Duplicate);
         assert_eq!(ix.len(), 1);
@@ -222,14 +294,14 @@ mod tests {
 
     #[test]
     fn same_id_different_payload_is_a_collision() {
-        let mut ix = DedupIndex::with_capacity(0, 7);
+        let mut ix = DedupIndex::with_capacity(0);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.observe(b"e1", b"{\"a\":2}"), Seen::Collision);
     }
 
     #[test]
     fn different_ids_are_distinct_events() {
-        let mut ix = DedupIndex::with_capacity(0, 7);
+        let mut ix = DedupIndex::with_capacity(0);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.observe(b"e2", b"{\"a\":1}"), Seen::New);
         assert_eq!(ix.len(), 2);
@@ -237,7 +309,7 @@ mod tests {
 
     #[test]
     fn presizing_avoids_growth() {
-        let mut ix = DedupIndex::with_capacity(10_000, 1);
+        let mut ix = DedupIndex::with_capacity(10_000);
         let slots = ix.slots.len();
         for i in 0..10_000u32 {
             assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::New);
@@ -247,7 +319,7 @@ mod tests {
 
     #[test]
     fn grows_past_an_estimate_and_keeps_every_entry() {
-        let mut ix = DedupIndex::with_capacity(16, 3);
+        let mut ix = DedupIndex::with_capacity(16);
         for i in 0..50_000u32 {
             assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::New);
         }
@@ -263,20 +335,43 @@ mod tests {
 
     #[test]
     fn prefetch_then_insert_is_the_same_as_insert() {
-        let mut ix = DedupIndex::with_capacity(100, 9);
-        let d = ix.digests(b"e1", b"x");
+        let mut ix = DedupIndex::with_capacity(100);
+        let d = Digests::of(7, b"e1", b"x");
         ix.prefetch(&d);
         assert_eq!(ix.insert(d), Seen::New);
         assert_eq!(ix.observe(b"e1", b"x"), Seen::Duplicate);
     }
 
     #[test]
-    fn estimate_scales_the_sample_to_the_input() {
-        let sample = b"0123456789\n".repeat(100); // 11-byte lines
-        let est = DedupIndex::estimate_events(11_000_000, &sample);
-        assert!((1_100_000..1_250_000).contains(&est), "{est}");
-        // A sample without a newline (one giant line) gives a small estimate.
-        assert!(DedupIndex::estimate_events(1 << 30, &[b'x'; 4096]) < 300_000);
+    fn estimate_scales_the_first_batch_to_the_input() {
+        // 100 lines of 200 canonical bytes: 1.1 x (20 MB / 200 B) + 1024.
+        assert_eq!(
+            DedupIndex::estimate_events(20_000_000, 100, 20_000),
+            111_024
+        );
+        // Short lines count as 64 bytes; an empty first batch does not divide by 0.
+        assert_eq!(DedupIndex::estimate_events(6_400, 100, 1_000), 1_134);
+        assert_eq!(DedupIndex::estimate_events(6_400, 0, 0), 1_134);
+    }
+
+    #[test]
+    fn a_large_table_is_prefaulted_and_behaves_the_same() {
+        let mut ix = DedupIndex::with_capacity(1_000_000); // 28 MiB of slots
+        #[cfg(target_os = "linux")]
+        assert!(ix.prefault.is_some());
+        for i in 0..100_000u32 {
+            assert_eq!(ix.observe(&i.to_le_bytes(), &i.to_be_bytes()), Seen::New);
+        }
+        for i in 0..100_000u32 {
+            assert_eq!(
+                ix.observe(&i.to_le_bytes(), &i.to_be_bytes()),
+                Seen::Duplicate
+            );
+        }
+        assert_eq!(ix.len(), 100_000);
+        // Small tables get no thread.
+        assert!(DedupIndex::with_capacity(1000).prefault.is_none());
+        drop(ix); // joins the prefault thread
     }
 
     #[test]

@@ -16,7 +16,11 @@
 //! - `scan.rs`: the fast scanner for flat objects without escapes, which nearly
 //!   every line is; anything else goes to serde_json (in `object.rs`);
 //! - `time.rs`: RFC 3339 event time, normalized to UTC ([`UtcTime`]);
-//! - `canonical.rs`: the canonical form, written by [`Event::write_canonical`].
+//! - `fast.rs`: the single pass for the common line: checks it and writes its
+//!   canonical form in one walk ([`canonicalize`]), or declines to [`validate`];
+//! - `canonical.rs`: the canonical form, written by [`Event::write_canonical`];
+//! - `quarantine.rs`: the quarantine record of a rejected line
+//!   ([`write_quarantine_record`]).
 //!
 //! Hot path (tens of millions of lines a day): lines inside a chunk are handed out
 //! as slices of that chunk; a flat object without escapes (nearly every line) is
@@ -28,12 +32,16 @@ use std::borrow::Cow;
 use std::fmt;
 
 mod canonical;
+mod fast;
 mod frame;
 mod object;
+mod quarantine;
 mod scan;
 mod time;
 
+pub use self::fast::{canonicalize, Canonical};
 pub use self::frame::{Line, LineFramer};
+pub use self::quarantine::write_quarantine_record;
 pub use self::time::{parse_event_time, UtcTime};
 
 /// Top-level keys that refuse the whole file (privacy breach).

@@ -12,18 +12,18 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
+pub(super) const LO: u64 = 0x0101_0101_0101_0101;
+pub(super) const HI: u64 = 0x8080_8080_8080_8080;
 
 /// Reads 8 bytes at `i` as a little-endian word (byte `i` is the lowest).
-fn word_at(b: &[u8], i: usize) -> Option<u64> {
+pub(super) fn word_at(b: &[u8], i: usize) -> Option<u64> {
     let bytes: [u8; 8] = b.get(i..i + 8)?.try_into().ok()?;
     Some(u64::from_le_bytes(bytes))
 }
 
 /// High bit set in each byte of `w` equal to `byte`. Bytes above a true match
 /// may be falsely flagged (borrow), so only the lowest flag is meaningful.
-fn bytes_equal(w: u64, byte: u8) -> u64 {
+pub(super) fn bytes_equal(w: u64, byte: u8) -> u64 {
     let x = w ^ (LO * u64::from(byte));
     x.wrapping_sub(LO) & !x & HI
 }

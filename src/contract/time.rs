@@ -15,6 +15,11 @@ pub struct UtcTime {
 }
 
 impl UtcTime {
+    /// The text's bytes (ASCII), without the UTF-8 check of [`as_str`](Self::as_str).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+
     pub fn as_str(&self) -> &str {
         // Only ASCII digits and `-T:.Z` are ever written into `buf`, so this
         // cannot fail; `from_utf8` on <= 30 bytes costs nothing worth `unsafe`.
@@ -75,7 +80,12 @@ fn days_in_month(year: i32, month: u32) -> u32 {
 /// an out-of-range result is a `None`, never a panic. The offset is < 24 h, so
 /// the date moves at most one day.
 pub fn parse_event_time(s: &str) -> Option<UtcTime> {
-    let b = s.as_bytes();
+    parse_event_time_bytes(s.as_bytes())
+}
+
+/// [`parse_event_time`] on the bytes of a JSON string's content: the grammar is
+/// ASCII, so any other byte is a `None` and no UTF-8 check is needed first.
+pub(super) fn parse_event_time_bytes(b: &[u8]) -> Option<UtcTime> {
     if b.len() < 20
         || b[4] != b'-'
         || b[7] != b'-'

@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use scan::{scan, Out};
+use scan::{scan, Out, Scan};
 use validator::Sequencer;
 pub use validator::{Counts, Validator};
 
@@ -397,7 +397,7 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     crate::history::bytes_in(reader.size);
     let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
-    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, None, false).await?;
+    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, Scan::Hash, false).await?;
     crate::history::lap("hash");
     Ok(sha)
 }
@@ -427,7 +427,7 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .stage(&l.raw, &ctx.run_id)
         .await
         .at(Step::Stage, input)?;
-    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size, random_u64());
+    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size);
     let progress = Progress::new("land", reader.size, ctx.cfg.progress);
     let (out_tx, out_rx) = mpsc::channel::<Out>(4);
     let writer = write_staging(ctx, data, out_rx);
@@ -436,7 +436,7 @@ async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         input,
         progress,
         ctx.cfg.max_line_bytes,
-        Some((v, Some(out_tx))),
+        Scan::Land(v, out_tx),
         ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
     );
     let (scanned, written) = tokio::join!(scanned, writer);
@@ -708,14 +708,14 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
     let _enter = span.enter();
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
-    let v = Sequencer::new(cfg.max_rejected_lines, reader.size, random_u64());
+    let v = Sequencer::new(cfg.max_rejected_lines, reader.size);
     let progress = Progress::new("check", reader.size, cfg.progress);
     let (sha256, v) = scan(
         reader,
         &input_location,
         progress,
         cfg.max_line_bytes,
-        Some((v, None)),
+        Scan::Check(v),
         false,
     )
     .await

@@ -40,17 +40,27 @@ pub(super) enum Out {
 /// Validation workers: both cores share the bulk of the work (see `validator`).
 const WORKERS: usize = 2;
 
-/// Read the input once. Every byte is hashed on a thread of its own; with a
-/// sequencer, lines are framed here, checked by [`WORKERS`] threads in parallel and
-/// sequenced in input order on another, which sends published bytes and quarantine
-/// records to `out` (or drops them: `check`). After a refusal the input is still
-/// read to the end for its hash, but no longer validated.
+/// What a scan does besides hashing every byte.
+pub(super) enum Scan {
+    /// Nothing: the hash alone (an unchanged input's rerun).
+    Hash,
+    /// Validate and count (`check`): published bytes and records are dropped.
+    Check(Sequencer),
+    /// Validate and send published bytes and quarantine records to the writer.
+    Land(Sequencer, mpsc::Sender<Out>),
+}
+
+/// Read the input once. Every byte is hashed on a thread of its own; unless the
+/// scan is [`Scan::Hash`], lines are framed here, checked by [`WORKERS`] threads in
+/// parallel and sequenced in input order on another, which sends published bytes
+/// and quarantine records to the writer ([`Scan::Land`]) or drops them. After a
+/// refusal the input is still read to the end for its hash, but no longer validated.
 pub(super) async fn scan(
     mut reader: ObjectReader,
     input: &str,
     mut progress: Progress,
     max_line_bytes: usize,
-    validate: Option<(Sequencer, Option<mpsc::Sender<Out>>)>,
+    what: Scan,
     panic_worker: bool,
 ) -> Result<(String, Option<Sequencer>)> {
     let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(16);
@@ -63,6 +73,11 @@ pub(super) async fn scan(
     });
     let seed = random_u64();
     let stop = Arc::new(AtomicBool::new(false));
+    let validate = match what {
+        Scan::Hash => None,
+        Scan::Check(seq) => Some((seq, None)),
+        Scan::Land(seq, out) => Some((seq, Some(out))),
+    };
     let (mut framer, mut batch_txs, sequencer) = match validate {
         Some((seq, out)) => {
             let (txs, rxs): (Vec<_>, Vec<_>) =

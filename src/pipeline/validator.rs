@@ -134,22 +134,40 @@ pub fn check_batch(batch: &Batch, seed: u64) -> Checked {
     for &(number, src) in &batch.lines {
         let item = match src {
             Src::TooLong => Item::Reject(Reason::LineTooLong),
-            src => match contract::validate(batch.bytes(src)) {
-                Verdict::Accept(event) => {
-                    let start = out.canonical.len();
-                    event.write_canonical(&mut out.canonical);
-                    let digests =
-                        Digests::of(seed, event.event_id.as_bytes(), &out.canonical[start..]);
-                    out.canonical.push(b'\n');
-                    Item::Accept(digests, out.canonical.len())
+            src => {
+                let line = batch.bytes(src);
+                let start = out.canonical.len();
+                // The single pass takes nearly every line; what it declines, the
+                // full rules decide.
+                match contract::canonicalize(line, &mut out.canonical) {
+                    Some(c) => {
+                        let canonical = &out.canonical[start..];
+                        let digests = Digests::of(seed, &out.canonical[c.event_id], canonical);
+                        out.canonical.push(b'\n');
+                        Item::Accept(digests, out.canonical.len())
+                    }
+                    None => slow_item(line, &mut out.canonical, seed),
                 }
-                Verdict::Quarantine(reason) => Item::Reject(reason),
-                Verdict::Prohibited(field) => Item::Prohibited(field),
-            },
+            }
         };
         out.items.push((number, item));
     }
     out
+}
+
+/// One line through [`contract::validate`], the full rules.
+fn slow_item(line: &[u8], canonical: &mut Vec<u8>, seed: u64) -> Item {
+    match contract::validate(line) {
+        Verdict::Accept(event) => {
+            let start = canonical.len();
+            event.write_canonical(canonical);
+            let digests = Digests::of(seed, event.event_id.as_bytes(), &canonical[start..]);
+            canonical.push(b'\n');
+            Item::Accept(digests, canonical.len())
+        }
+        Verdict::Quarantine(reason) => Item::Reject(reason),
+        Verdict::Prohibited(field) => Item::Prohibited(field),
+    }
 }
 
 /// Accepted events are inserted this many items after their slot was prefetched,
@@ -160,7 +178,6 @@ const PREFETCH_DISTANCE: usize = 8;
 pub struct Sequencer {
     index: Option<DedupIndex>,
     input_size: u64,
-    seed: u64,
     cap: u64,
     counts: Counts,
     out: Vec<u8>,
@@ -175,11 +192,10 @@ pub struct Sequencer {
 
 impl Sequencer {
     /// `cap`: quarantined lines tolerated; `input_size` sizes the dedup index.
-    pub fn new(cap: u64, input_size: u64, seed: u64) -> Self {
+    pub fn new(cap: u64, input_size: u64) -> Self {
         Sequencer {
             index: None,
             input_size,
-            seed,
             cap,
             counts: Counts::default(),
             out: Vec::with_capacity(2 << 20),
@@ -205,9 +221,11 @@ impl Sequencer {
         self.through_line = self.through_line.max(checked.through_line);
         let index = self.index.get_or_insert_with(|| {
             // Size the index once, from the first batch's average line length.
-            let lines = checked.items.len().max(1) as u64;
-            let avg = (checked.canonical.len() as u64 / lines).max(64);
-            DedupIndex::with_capacity((self.input_size / avg * 11 / 10) as usize + 1024, self.seed)
+            DedupIndex::with_capacity(DedupIndex::estimate_events(
+                self.input_size,
+                checked.items.len(),
+                checked.canonical.len(),
+            ))
         });
         let mut start = 0;
         for (i, &(number, item)) in checked.items.iter().enumerate() {
@@ -301,12 +319,7 @@ fn reject(
             reason: reason.code(),
         });
     }
-    // {"line":N,"reason":"code"}: the line number and code, never the content.
-    quarantine.extend_from_slice(b"{\"line\":");
-    quarantine.extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
-    quarantine.extend_from_slice(b",\"reason\":\"");
-    quarantine.extend_from_slice(reason.code().as_bytes());
-    quarantine.extend_from_slice(b"\"}\n");
+    contract::write_quarantine_record(quarantine, number, reason);
     None
 }
 
@@ -321,7 +334,7 @@ impl Validator {
     pub fn new(max_line_bytes: usize, cap: u64, input_size: u64, seed: u64) -> Self {
         Validator {
             framer: LineFramer::new(max_line_bytes),
-            seq: Sequencer::new(cap, input_size, seed),
+            seq: Sequencer::new(cap, input_size),
             seed,
         }
     }

@@ -18,11 +18,13 @@
 //!   before every write, and a conditional release.
 //! - `checkpoint`: the record of the last success, read at start, written last
 //!   with compare-and-swap.
-//! - [`contract`]: the progress-event contract, pure code, one file per set of
-//!   rules: `frame.rs` (what a line is: the one [`contract::LineFramer`]),
+//! - `contract`: the progress-event contract, pure code, one file per set of
+//!   rules: `frame.rs` (what a line is: the one `LineFramer`),
 //!   `object.rs` (one line's keys and fields), `scan.rs` (the fast path for flat
 //!   lines), `time.rs` (RFC 3339 event time), `canonical.rs` (the published form);
-//!   `mod.rs` holds [`contract::validate`] and the public types.
+//!   `fast.rs` (the single pass: check a usual line and write its canonical
+//!   form in one walk, anything unusual declined to `validate`), `quarantine.rs`
+//!   (the quarantine record); `mod.rs` holds `validate` and the public types.
 //! - [`identity`]: digests of canonical events and the fixed-size dedup index.
 //! - `pipeline`: the run as named stages (lease, checkpoint, sweep, hash, stream,
 //!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
@@ -50,7 +52,7 @@ mod audit;
 mod checkpoint;
 pub mod cli;
 mod config;
-pub mod contract;
+mod contract;
 mod drill;
 pub mod error;
 pub mod generate;

@@ -3,6 +3,7 @@
 //! dropped, blank lines are skipped but counted, and a line longer than the
 //! maximum is reported as too long without being buffered.
 
+#[cfg(test)]
 use super::{validate, Reason, Verdict};
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
@@ -24,7 +25,9 @@ impl<'a> Line<'a> {
         }
     }
 
-    /// The verdict for this line: `validate` for content, `line_too_long` otherwise.
+    /// The verdict for this line: `validate` for content, `line_too_long` otherwise
+    /// (the pipeline's workers decide per batch; tests check lines one by one).
+    #[cfg(test)]
     pub fn verdict(&self) -> Verdict<'a> {
         match *self {
             Line::Content { bytes, .. } => validate(bytes),

@@ -39,15 +39,16 @@ mod quarantine;
 mod scan;
 mod time;
 
-pub use self::fast::{canonicalize, Canonical};
+pub use self::fast::canonicalize;
 pub use self::frame::{Line, LineFramer};
 pub use self::quarantine::write_quarantine_record;
-pub use self::time::{parse_event_time, UtcTime};
+pub use self::time::UtcTime;
 
 /// Top-level keys that refuse the whole file (privacy breach).
 pub const PROHIBITED_FIELDS: [&str; 3] = ["email", "name", "payment_token"];
 
-/// The seven contract fields, in canonical (sorted) key order.
+/// The seven contract fields, in canonical (sorted) key order (the tests' reference).
+#[cfg(test)]
 pub const CONTRACT_FIELDS: [&str; 7] = [
     "attempt_number",
     "checkpoint",
@@ -83,7 +84,8 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in the order the rules are checked.
+    /// Every reason, in the order the rules are checked (the tests' reference).
+    #[cfg(test)]
     pub const ALL: &'static [Reason] = &[
         Reason::LineTooLong,
         Reason::InvalidUtf8,

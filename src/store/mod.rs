@@ -1,7 +1,7 @@
 //! The storage boundary: one narrow trait, implemented by a local-folder backend and
 //! an S3 backend. The pipeline only speaks this trait, so the run contract is written
 //! once. Provider quirks (status codes, error bodies, encodings) are normalised inside
-//! each backend into [`Error`](crate::Error) variants.
+//! each backend into [`Error`] variants.
 //!
 //! Keys are `/`-separated and relative to the store's root (a folder, or an S3
 //! bucket plus prefix).

@@ -265,23 +265,8 @@ pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::tests::{with, GOOD};
+    use crate::contract::tests::{with, Rng, GOOD};
     use crate::contract::{validate, Verdict};
-
-    /// xorshift64*, as in scan.rs's tests: no extra crate.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
 
     /// The fast path either declines (and leaves `out` alone) or gives exactly the
     /// slow path's canonical bytes for a line the slow path accepts. Returns

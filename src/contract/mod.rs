@@ -211,6 +211,23 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// A small deterministic PRNG (xorshift64*) for the generated-line tests of the
+    /// scanner and the single pass, so they need no extra crate.
+    pub(super) struct Rng(pub(super) u64);
+
+    impl Rng {
+        pub(super) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+
+        pub(super) fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
     pub(super) const GOOD: &str = r#"{"event_id":"evt_1001","learner_id":"lrn_1042","lesson_id":"les_07","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T14:02:11+00:00"}"#;
 
     pub(super) fn accept(line: &str) -> Event<'_> {

@@ -152,23 +152,8 @@ pub(super) fn scan_flat_object(text: &str) -> Option<RawObject<'_>> {
 mod tests {
     use super::*;
     use crate::contract::object::{parse_object_serde, verdict_for};
-    use crate::contract::tests::{with, GOOD};
+    use crate::contract::tests::{with, Rng, GOOD};
     use crate::contract::{validate, Verdict};
-
-    /// Small deterministic PRNG (xorshift64*), so the test needs no extra crate.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
 
     /// The fast scanner must never disagree with serde_json: it either gives
     /// the same object (and so the same verdict) or declines.

@@ -1590,11 +1590,42 @@ fn quoted(etag: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Read one HTTP request's head from `sock`; false if the client hung up first.
+    fn read_request(sock: &mut std::net::TcpStream) -> bool {
+        use std::io::Read;
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match sock.read(&mut buf) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+        true
+    }
+
+    /// A store that talks to a hand-made socket at `addr` instead of a server.
+    fn store_at(addr: std::net::SocketAddr, cfg: S3Options) -> S3Store {
+        let sdk = aws_config::SdkConfig::builder()
+            .endpoint_url(format!("http://{addr}"))
+            .region(Region::from_static("us-east-1"))
+            .credentials_provider(aws_sdk_s3::config::SharedCredentialsProvider::new(
+                aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"),
+            ))
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let cfg = S3Options {
+            force_path_style: true,
+            ..cfg
+        };
+        S3Store::from_sdk_config(&sdk, "bucket", "lake", &cfg)
+    }
+
     /// A small object whose body breaks after the response head (which the SDK does
     /// not retry) is read again: the second answer is whole.
     #[tokio::test]
     async fn a_small_read_whose_body_breaks_is_repeated() {
-        use std::io::{Read, Write};
+        use std::io::Write;
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -1606,32 +1637,17 @@ mod tests {
             ];
             for answer in answers {
                 let (mut sock, _) = listener.accept().expect("accept");
-                let mut request = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&buf[..n]),
-                    }
+                if !read_request(&mut sock) {
+                    return;
                 }
                 sock.write_all(answer).expect("answer");
             }
         });
-        let sdk = aws_config::SdkConfig::builder()
-            .endpoint_url(format!("http://{addr}"))
-            .region(Region::from_static("us-east-1"))
-            .credentials_provider(aws_sdk_s3::config::SharedCredentialsProvider::new(
-                aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"),
-            ))
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .build();
         let cfg = S3Options {
-            force_path_style: true,
             max_attempts: 2,
             ..S3Options::default()
         };
-        let store = S3Store::from_sdk_config(&sdk, "bucket", "lake", &cfg);
-        let got = store
+        let got = store_at(addr, cfg)
             .get_small("locks/progress/a.jsonl.lock")
             .await
             .expect("the second read is whole")
@@ -1707,37 +1723,24 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         let server = std::thread::spawn(move || {
             let (mut sock, _) = listener.accept().expect("accept");
-            let mut request = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                match sock.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
-                }
+            if !read_request(&mut sock) {
+                return;
             }
             sock.write_all(
                 b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"e\"\r\n\r\n0123456789",
             )
             .expect("answer");
             // Silent until the client closes the connection.
+            let mut buf = [0u8; 4096];
             while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
         });
 
-        let sdk = aws_config::SdkConfig::builder()
-            .endpoint_url(format!("http://{addr}"))
-            .region(Region::from_static("us-east-1"))
-            .credentials_provider(aws_sdk_s3::config::SharedCredentialsProvider::new(
-                aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"),
-            ))
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .build();
         let cfg = S3Options {
-            force_path_style: true,
             max_attempts: 1,
             read_timeout: Duration::from_millis(300),
             ..S3Options::default()
         };
-        let store = S3Store::from_sdk_config(&sdk, "bucket", "lake", &cfg);
+        let store = store_at(addr, cfg);
         let mut reader = store
             .read("inbox/a.jsonl")
             .await

@@ -407,19 +407,7 @@ mod tests {
         for seed in &seeds {
             assert!(assert_agrees(seed.as_bytes()), "seed not taken: {seed}");
             for _ in 0..5000 {
-                let mut chars: Vec<char> = seed.chars().collect();
-                for _ in 0..1 + rng.below(3) {
-                    let at = rng.below(chars.len() + 1);
-                    let c = alphabet[rng.below(alphabet.len())];
-                    match rng.below(3) {
-                        0 if at < chars.len() => {
-                            chars.remove(at);
-                        }
-                        1 if at < chars.len() => chars[at] = c,
-                        _ => chars.insert(at, c),
-                    }
-                }
-                let text: String = chars.into_iter().collect();
+                let text = rng.mutate(seed, &alphabet);
                 if assert_agrees(text.as_bytes()) {
                     taken += 1;
                 }

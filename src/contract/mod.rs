@@ -226,6 +226,24 @@ mod tests {
         pub(super) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
+
+        /// `seed` with one to three characters removed, replaced or inserted (drawn
+        /// from `alphabet`): lines near a valid one, where the rules' edges are.
+        pub(super) fn mutate(&mut self, seed: &str, alphabet: &[char]) -> String {
+            let mut chars: Vec<char> = seed.chars().collect();
+            for _ in 0..1 + self.below(3) {
+                let at = self.below(chars.len() + 1);
+                let c = alphabet[self.below(alphabet.len())];
+                match self.below(3) {
+                    0 if at < chars.len() => {
+                        chars.remove(at);
+                    }
+                    1 if at < chars.len() => chars[at] = c,
+                    _ => chars.insert(at, c),
+                }
+            }
+            chars.into_iter().collect()
+        }
     }
 
     pub(super) const GOOD: &str = r#"{"event_id":"evt_1001","learner_id":"lrn_1042","lesson_id":"les_07","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T14:02:11+00:00"}"#;

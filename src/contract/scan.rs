@@ -218,19 +218,7 @@ mod tests {
         for seed in &seeds {
             assert!(assert_scanners_agree(seed), "seed not on fast path: {seed}");
             for _ in 0..3000 {
-                let mut chars: Vec<char> = seed.chars().collect();
-                for _ in 0..1 + rng.below(3) {
-                    let at = rng.below(chars.len() + 1);
-                    let c = alphabet[rng.below(alphabet.len())];
-                    match rng.below(3) {
-                        0 if at < chars.len() => {
-                            chars.remove(at);
-                        }
-                        1 if at < chars.len() => chars[at] = c,
-                        _ => chars.insert(at, c),
-                    }
-                }
-                let text: String = chars.into_iter().collect();
+                let text = rng.mutate(seed, &alphabet);
                 if assert_scanners_agree(&text) {
                     fast_hits += 1;
                     if matches!(validate(text.as_bytes()), Verdict::Accept(_)) {

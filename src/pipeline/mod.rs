@@ -34,8 +34,7 @@ use crate::hook::{CrashPoint, Hooks, PausePoint};
 use crate::layout::Layout;
 use crate::lease::{Lease, LeaseOptions};
 use crate::progress::Progress;
-use crate::store::local::LocalStore;
-use crate::store::s3::{S3Options, S3Store};
+use crate::store::s3::S3Options;
 use crate::store::{
     CopyFence, Expect, Location, ObjectMeta, Staged, Store, Sweep, Upload, Version,
 };
@@ -89,17 +88,21 @@ pub(crate) fn random_u64() -> u64 {
 
 /// Open the input as (store rooted at its folder or bucket, key of the input).
 async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)> {
-    match &cfg.input {
+    let (root, key) = match &cfg.input {
         Location::Local(path) => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
             let dir = dir.map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
-            Ok((Arc::new(LocalStore::new(dir)), cfg.input_name.clone()))
+            (Location::Local(dir), cfg.input_name.clone())
         }
-        Location::S3 { bucket, key } => {
-            let store = S3Store::from_env(bucket, "", &cfg.s3).await?;
-            Ok((Arc::new(store), key.clone()))
-        }
-    }
+        Location::S3 { bucket, key } => (
+            Location::S3 {
+                bucket: bucket.clone(),
+                key: String::new(),
+            },
+            key.clone(),
+        ),
+    };
+    Ok((crate::store::open_read_only(&root, &cfg.s3).await?, key))
 }
 
 /// SIGTERM (a pod being stopped) and SIGINT, listened to for the whole run.

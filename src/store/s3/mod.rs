@@ -784,7 +784,7 @@ impl Store for S3Store {
         // product (incomplete uploads are not objects; the sweep aborts those).
         let mut staging: Vec<String> = Vec::new();
         for folder in folders {
-            let (f, _) = self.staging_folder(&format!("{folder}/x"));
+            let (f, _) = self.staging_folder(&format!("{folder}/"));
             if !staging.contains(&f) {
                 staging.push(f);
             }

@@ -16,6 +16,8 @@
 //! | `duplicate_event_id` | (`--deep`) two lines share an `event_id` |
 //! | `quarantine_missing` | (`--deep`) `rejected_rows` > 0 but no quarantine object |
 //! | `quarantine_count` | (`--deep`) the quarantine holds another number of records |
+//! | `unnamed` | a file under `raw/` or `quarantine/` that no checkpoint names (the readers' zones hold only published data) |
+//! | `leftover` | a run's temp file, or a guard file of an earlier version, under `raw/` or `quarantine/` |
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -557,34 +559,91 @@ async fn quarantine_findings(
     })
 }
 
+/// What `verify` found of one checkpointed input.
+struct Verified {
+    findings: Vec<Finding>,
+    /// The names its checkpoint gives to objects in the readers' zones (`raw/` and
+    /// `quarantine/` keys).
+    names: Vec<String>,
+}
+
 /// Findings of one checkpointed input.
-async fn verify_one(
-    lake: &dyn Store,
-    product: &str,
-    name: &str,
-    deep: bool,
-) -> Result<Vec<Finding>> {
+async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> Result<Verified> {
     let layout = Layout::new(product, name);
-    let cur = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return Ok(Vec::new()),
+    let (findings, names) = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
+        Ok(Some(cur)) => {
+            let mut names = vec![layout.raw.clone()];
+            if cur.record.quarantine_path.is_some() {
+                names.push(layout.quarantine.clone());
+            }
+            (check_published(lake, &layout, &cur, deep).await?, names)
+        }
+        Ok(None) => (Vec::new(), Vec::new()),
         Err(e @ crate::Error::Corrupt { .. }) => {
-            return Ok(vec![Finding::new(
-                name,
-                "corrupt_checkpoint",
-                e.to_string(),
-            )])
+            let finding = Finding::new(name, "corrupt_checkpoint", e.to_string());
+            // Whatever it published is not an unnamed file: that finding says enough.
+            (
+                vec![finding],
+                vec![layout.raw.clone(), layout.quarantine.clone()],
+            )
         }
         Err(e) => return Err(e),
     };
-    let shallow = published_findings(lake, &layout, &cur).await?;
+    Ok(Verified { findings, names })
+}
+
+async fn check_published(
+    lake: &dyn Store,
+    layout: &Layout,
+    cur: &Current,
+    deep: bool,
+) -> Result<Vec<Finding>> {
+    let shallow = published_findings(lake, layout, cur).await?;
     // An object that is not the one the checkpoint describes: its lines say nothing more.
     if !deep || !shallow.is_empty() {
         return Ok(shallow);
     }
     let mut all = shallow;
-    all.extend(deep_findings(lake, &layout, &cur).await?);
+    all.extend(deep_findings(lake, layout, cur).await?);
     Ok(all)
+}
+
+/// Files in the product's readers' zones (`raw/`, `quarantine/`) that no checkpoint
+/// names, and the job's own leftovers there.
+async fn unnamed_findings(
+    lake: &dyn Store,
+    product: &str,
+    named: &HashSet<String>,
+) -> Result<Vec<Finding>> {
+    let f = Folders::of(product);
+    let mut out = Vec::new();
+    for folder in [&f.raw, &f.quarantine] {
+        for file in lake.list(folder).await?.files {
+            let key = format!("{folder}/{}", file.name);
+            if !named.contains(&key) {
+                let detail = format!(
+                    "{} is in a readers' zone but no checkpoint names it",
+                    lake.location(&key)
+                );
+                out.push(Finding::new(&file.name, "unnamed", detail));
+            }
+        }
+    }
+    let zones = [lake.location(&f.raw), lake.location(&f.quarantine)];
+    for left in lake
+        .leftovers(&[f.raw.clone(), f.quarantine.clone()])
+        .await?
+    {
+        // On S3 staging lives outside the readers' zones: only what is inside counts.
+        if zones.iter().any(|z| left.starts_with(&format!("{z}/"))) {
+            let name = left.rsplit('/').next().unwrap_or(&left).to_owned();
+            let detail = format!(
+                "{left}: a run's temp file (in flight or crashed) or an earlier version's guard file; the input's next run removes it"
+            );
+            out.push(Finding::new(&name, "leftover", detail));
+        }
+    }
+    Ok(out)
 }
 
 /// `landing verify`: one line per finding, then a totals line; exit 0 clean, 1 drift.
@@ -602,8 +661,11 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep).await },
     )
     .await?;
+    let named: HashSet<String> = all.iter().flat_map(|v| v.names.iter().cloned()).collect();
+    let mut every: Vec<Vec<Finding>> = all.into_iter().map(|v| v.findings).collect();
+    every.push(unnamed_findings(&*lake, &cfg.product, &named).await?);
     let mut total = 0usize;
-    for findings in all {
+    for findings in every {
         for f in findings {
             total += 1;
             if cfg.json {

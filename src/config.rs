@@ -11,8 +11,14 @@ use crate::error::{Error, Result};
 use crate::store::s3::S3Options;
 use crate::store::Location;
 
-/// `--lease-ttl`'s default, seconds.
-pub const DEFAULT_LEASE_TTL: u64 = 300;
+/// `--lease-ttl`'s default, seconds. With the default S3 attempt timeout (120 s) as
+/// the margin, a holder renews every (180 − 120) / 3 = 20 s: 180 PutObject requests an
+/// hour per input in flight. A killed holder blocks its input for at most this long.
+pub const DEFAULT_LEASE_TTL: u64 = 180;
+
+/// `--lease-wait`'s default, seconds: answer busy at once, as a person at a terminal
+/// expects. Unattended runs set it to cover one TTL (k8s/20-configmap.yaml).
+pub const DEFAULT_LEASE_WAIT: u64 = 0;
 
 /// When to show a progress bar (`--progress`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -32,6 +38,8 @@ pub struct Config {
     pub max_rejected_lines: u64,
     pub max_line_bytes: usize,
     pub lease_ttl: Duration,
+    /// How long a run waits for a lease another run holds before answering busy.
+    pub lease_wait: Duration,
     pub sweep_age: Duration,
     pub progress: Progress,
     pub s3: S3Options,
@@ -79,6 +87,7 @@ impl RunPlan {
             "max_rejected_lines": cfg.max_rejected_lines,
             "max_line_bytes": cfg.max_line_bytes,
             "lease_ttl": cfg.lease_ttl.as_secs(),
+            "lease_wait": cfg.lease_wait.as_secs(),
             "sweep_age": cfg.sweep_age.as_secs(),
             "progress": format!("{:?}", cfg.progress).to_lowercase(),
             "s3": {

@@ -1,7 +1,8 @@
-//! Test and drill hooks: named instants at which a run dies ([`CrashPoint`]) or waits
-//! ([`PausePoint`]). The command line parses them from hidden flags; the drill and the
-//! tests hand them to the pipeline as [`Hooks`], so no settings struct carries them and
-//! a normal run never looks at them twice.
+//! Test and drill hooks: named instants at which a run dies ([`CrashPoint`]), waits
+//! ([`PausePoint`]) or freezes itself with SIGSTOP inside a write ([`FreezePoint`]).
+//! The command line parses them from hidden flags; the drill and the tests hand them
+//! to the pipeline as [`Hooks`], so no settings struct carries them and a normal run
+//! never looks at them twice.
 
 use clap::ValueEnum;
 
@@ -10,6 +11,7 @@ use clap::ValueEnum;
 pub struct Hooks {
     pub crash_at: Option<CrashPoint>,
     pub pause_at: Option<PausePoint>,
+    pub freeze_at: Option<FreezePoint>,
 }
 
 impl Hooks {
@@ -32,6 +34,48 @@ impl Hooks {
         match self.crash_at {
             Some(CrashPoint::AfterPart(k)) => Some(k),
             _ => None,
+        }
+    }
+}
+
+/// Test switch: a write during which the run stops itself with SIGSTOP, as a paused
+/// VM, a stalled NFS mount or `kill -STOP` would stop it. The store fires it at the
+/// last instant before the write (on a local lake, holding the file lock), before it
+/// checks the lease's deadline once more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FreezePoint {
+    /// The lease's first write (its create or takeover).
+    LeaseWrite,
+    /// The checkpoint's write.
+    CheckpointWrite,
+    /// The promotion of the published data.
+    PromoteData,
+    /// The promotion of the quarantine.
+    PromoteQuarantine,
+}
+
+impl FreezePoint {
+    /// The freeze point of a write to `key` (relative to the lake), by its zone.
+    pub fn of_key(key: &str) -> Option<FreezePoint> {
+        let zone = key.split('/').next()?;
+        Some(match zone {
+            crate::layout::LOCKS => FreezePoint::LeaseWrite,
+            crate::layout::CHECKPOINTS => FreezePoint::CheckpointWrite,
+            crate::layout::RAW => FreezePoint::PromoteData,
+            crate::layout::QUARANTINE => FreezePoint::PromoteQuarantine,
+            _ => return None,
+        })
+    }
+
+    /// Stop this process (SIGSTOP cannot be caught); it goes on when sent SIGCONT.
+    pub fn fire(self) {
+        eprintln!("landing: frozen at {self:?}");
+        // raise(3), not kill(getpid()): a signal sent to the process may be taken by
+        // another thread while this one runs on into the write; one raised on this
+        // thread is delivered before raise returns, and SIGSTOP stops every thread.
+        // SAFETY: raise(3) with a signal that only stops the process.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
         }
     }
 }
@@ -130,6 +174,23 @@ impl std::fmt::Display for CrashPoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn freeze_points_follow_the_lake_zones() {
+        let l = crate::layout::Layout::new("progress", "d.jsonl");
+        assert_eq!(FreezePoint::of_key(&l.lock), Some(FreezePoint::LeaseWrite));
+        assert_eq!(
+            FreezePoint::of_key(&l.checkpoint),
+            Some(FreezePoint::CheckpointWrite)
+        );
+        assert_eq!(FreezePoint::of_key(&l.raw), Some(FreezePoint::PromoteData));
+        assert_eq!(
+            FreezePoint::of_key(&l.quarantine),
+            Some(FreezePoint::PromoteQuarantine)
+        );
+        assert_eq!(FreezePoint::of_key(&l.run_record("r")), None);
+        assert_eq!(FreezePoint::of_key("staging/progress/r/d.jsonl"), None);
+    }
 
     #[test]
     fn crash_points_round_trip() {

@@ -109,7 +109,26 @@ fn input_location(inbox: &Location, name: &str) -> Location {
 /// The inputs of this run: listed once, filtered, in name order.
 pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
     let store = crate::store::open_read_only(&ic.inbox, &ic.base.s3).await?;
-    let listing = store.list("").await?;
+    // A typo or an unmounted volume must not be a quiet night with nothing to land.
+    let listing = match store.list("").await {
+        Err(Error::NotFound { .. }) => {
+            return Err(Error::Config(format!(
+                "--inbox {}: no such folder or bucket",
+                ic.inbox
+            )))
+        }
+        Err(Error::Store {
+            op,
+            location,
+            source,
+        }) if matches!(ic.inbox, Location::Local(_)) => {
+            return Err(Error::Config(format!(
+                "--inbox {}: cannot {op} {location}: {source}",
+                ic.inbox
+            )))
+        }
+        other => other?,
+    };
     let files = listing.files.len();
     let now_ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
     let min_age_ns = ic.min_age.as_nanos() as i128;
@@ -343,10 +362,33 @@ fn print_line(v: &Value) {
     let _ = out.flush();
 }
 
+/// What every worker of an inbox run shares.
+struct Shared {
+    ic: InboxConfig,
+    hooks: Hooks,
+    lake: Option<Arc<dyn Store>>,
+    progress: InboxProgress,
+    finished: AtomicUsize,
+    totals: Mutex<Totals>,
+    /// The first SIGTERM or SIGINT (0: none): no input is started after it.
+    stop: Arc<AtomicI32>,
+    full_runs: tokio::sync::Semaphore,
+}
+
+/// An input of this run, and how long its run may wait for its lease.
+#[derive(Clone)]
+struct Item {
+    listed: Listed,
+    wait: Duration,
+}
+
 /// `landing run --inbox`: prints one line per input as it finishes, then the totals
-/// line; returns the exit code.
+/// line; returns the exit code. With `--lease-wait`, inputs whose lease another run
+/// holds are set aside in a first pass over the free ones, then run again, each
+/// waiting for its lease within what is left of `--lease-wait` since it was found busy.
 pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
     let inputs = select(ic).await?;
+    let total = inputs.len();
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
         Ok(l) => Some(l),
@@ -356,53 +398,99 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
             None
         }
     };
-    let progress = Arc::new(InboxProgress::new(inputs.len(), ic.base.progress));
-    let inputs = Arc::new(inputs);
-    let next = Arc::new(AtomicUsize::new(0));
-    let finished = Arc::new(AtomicUsize::new(0));
-    let totals = Arc::new(Mutex::new(Totals::default()));
-    let ic_shared = Arc::new(ic.clone());
+    let stop = Arc::new(AtomicI32::new(0));
+    let shared = Arc::new(Shared {
+        ic: ic.clone(),
+        hooks: *hooks,
+        lake,
+        progress: InboxProgress::new(total, ic.base.progress),
+        finished: AtomicUsize::new(0),
+        totals: Mutex::new(Totals::default()),
+        stop: stop.clone(),
+        full_runs: tokio::sync::Semaphore::new(ic.jobs),
+    });
     // SIGTERM/SIGINT: the runs in flight stop on their own (each listens too); no
     // input is started after it.
-    let stop = Arc::new(AtomicI32::new(0));
     let listener = tokio::spawn(listen_for_stop(stop.clone()));
-    let mut workers = tokio::task::JoinSet::new();
-    let full_runs = Arc::new(tokio::sync::Semaphore::new(ic.jobs));
-    let checkers = ic.jobs.max(CHEAP_CONCURRENCY).min(inputs.len().max(1));
-    for _ in 0..checkers {
-        let full_runs = full_runs.clone();
-        let (inputs, next, finished, totals, progress, lake, ic, stop) = (
-            inputs.clone(),
-            next.clone(),
-            finished.clone(),
-            totals.clone(),
-            progress.clone(),
-            lake.clone(),
-            ic_shared.clone(),
-            stop.clone(),
+    let wait = ic.base.lease_wait;
+    let first: Vec<Item> = inputs
+        .into_iter()
+        .map(|listed| Item {
+            listed,
+            wait: Duration::ZERO,
+        })
+        .collect();
+    let busy = land_pass(&shared, first, !wait.is_zero()).await;
+    if !busy.is_empty() {
+        info!(
+            inputs = busy.len(),
+            wait_secs = wait.as_secs(),
+            "free inputs done; waiting for the leases of the busy ones"
         );
-        let hooks = *hooks;
+        land_pass(&shared, busy, false).await;
+    }
+    listener.abort();
+    shared.progress.finish();
+    let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
+    let signal = stop.load(Ordering::SeqCst);
+    print_totals(ic, &totals, signal, total as u64);
+    Ok(match signal {
+        libc::SIGTERM => crate::EXIT_SIGTERM,
+        libc::SIGINT => crate::EXIT_SIGINT,
+        _ => totals.exit_code(),
+    })
+}
+
+/// Land `items`, up to `--jobs` full runs at once. With `defer_busy`, an input whose
+/// lease is held is neither counted nor printed but returned, with the wait it has
+/// left (`--lease-wait` from now), for a later pass.
+async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> Vec<Item> {
+    let items = Arc::new(items);
+    let next = Arc::new(AtomicUsize::new(0));
+    let deferred = Arc::new(Mutex::new(Vec::new()));
+    let mut workers = tokio::task::JoinSet::new();
+    let checkers = shared
+        .ic
+        .jobs
+        .max(CHEAP_CONCURRENCY)
+        .min(items.len().max(1));
+    for _ in 0..checkers {
+        let (shared, items, next, deferred) = (
+            shared.clone(),
+            items.clone(),
+            next.clone(),
+            deferred.clone(),
+        );
         workers.spawn(async move {
             loop {
-                if stop.load(Ordering::SeqCst) != 0 {
+                if shared.stop.load(Ordering::SeqCst) != 0 {
                     break;
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(listed) = inputs.get(i) else { break };
-                let mut cfg = ic.base.clone();
-                cfg.input = input_location(&ic.inbox, &listed.name);
-                cfg.input_name = listed.name.clone();
-                cfg.input_meta = Some(listed.meta.clone());
-                let (_, line) =
-                    land_one(&cfg, &hooks, lake.as_ref(), !ic.rehash, Some(&full_runs)).await;
+                let Some(item) = items.get(i) else { break };
+                let found_busy_at = Instant::now();
+                let line = land_item(&shared, item).await;
                 let action = line["action"].as_str().unwrap_or("failed").to_owned();
-                totals
+                if defer_busy && action == "busy" {
+                    let wait = shared.ic.base.lease_wait;
+                    let left = wait.saturating_sub(found_busy_at.elapsed());
+                    deferred
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(Item {
+                            listed: item.listed.clone(),
+                            wait: left,
+                        });
+                    continue;
+                }
+                shared
+                    .totals
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .add(&action);
                 print_line(&line);
-                let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
-                progress.done(n, &listed.name, &action);
+                let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
+                shared.progress.done(n, &item.listed.name, &action);
             }
         });
     }
@@ -410,13 +498,40 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
         if let Err(e) = joined {
             // A panicking input is a bug; the others go on, and the run fails.
             warn!(error = %e, "an inbox worker stopped");
-            totals.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
+            shared
+                .totals
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .failed += 1;
         }
     }
-    listener.abort();
-    progress.finish();
-    let totals = *totals.lock().unwrap_or_else(|p| p.into_inner());
-    let signal = stop.load(Ordering::SeqCst);
+    let mut deferred = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
+    deferred.sort_by(|a, b| a.listed.name.cmp(&b.listed.name));
+    deferred
+}
+
+/// One input of the inbox through [`land_one`], with its own configuration.
+async fn land_item(shared: &Shared, item: &Item) -> Value {
+    let ic = &shared.ic;
+    let mut cfg = ic.base.clone();
+    cfg.input = input_location(&ic.inbox, &item.listed.name);
+    cfg.input_name = item.listed.name.clone();
+    cfg.input_meta = Some(item.listed.meta.clone());
+    cfg.lease_wait = item.wait;
+    let lake = shared.lake.as_ref();
+    let (_, line) = land_one(
+        &cfg,
+        &shared.hooks,
+        lake,
+        !ic.rehash,
+        Some(&shared.full_runs),
+    )
+    .await;
+    line
+}
+
+/// The totals line on stdout, and its log line.
+fn print_totals(ic: &InboxConfig, totals: &Totals, signal: i32, listed: u64) {
     let mut line = BTreeMap::new();
     line.insert("inbox", json!(ic.inbox.to_string()));
     if let Some(s) = ic.shard {
@@ -424,7 +539,7 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
     }
     line.insert("totals", json!(totals));
     if signal != 0 {
-        let left = inputs.len() as u64 - totals.inputs;
+        let left = listed - totals.inputs;
         line.insert("not_started", json!(left));
         warn!(
             signal,
@@ -442,11 +557,6 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
         failed = totals.failed,
         "inbox run finished"
     );
-    Ok(match signal {
-        libc::SIGTERM => crate::EXIT_SIGTERM,
-        libc::SIGINT => crate::EXIT_SIGINT,
-        _ => totals.exit_code(),
-    })
 }
 
 /// Record the first SIGTERM or SIGINT in `stop`.

@@ -2,6 +2,15 @@
 //! of the raw zone, quarantine, checkpoints, leases and run records. Staged bytes
 //! are the store's business (see [`crate::store::Store::stage`]).
 
+/// The lake's zones, the first segment of every key. Readers are granted `raw/` (and
+/// `quarantine/` for data owners); everything the job uses to coordinate lives in
+/// the other zones.
+pub const RAW: &str = "raw";
+pub const QUARANTINE: &str = "quarantine";
+pub const CHECKPOINTS: &str = "checkpoints";
+pub const LOCKS: &str = "locks";
+pub const RUNS: &str = "runs";
+
 /// The folders of one product, relative to the lake's root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Folders {
@@ -15,11 +24,11 @@ pub struct Folders {
 impl Folders {
     pub fn of(product: &str) -> Self {
         Folders {
-            raw: format!("raw/{product}"),
-            quarantine: format!("quarantine/{product}"),
-            checkpoints: format!("checkpoints/{product}"),
-            locks: format!("locks/{product}"),
-            runs: format!("runs/{product}"),
+            raw: format!("{RAW}/{product}"),
+            quarantine: format!("{QUARANTINE}/{product}"),
+            checkpoints: format!("{CHECKPOINTS}/{product}"),
+            locks: format!("{LOCKS}/{product}"),
+            runs: format!("{RUNS}/{product}"),
         }
     }
 }

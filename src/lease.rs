@@ -8,7 +8,10 @@
 //! The holder keeps a monotonic deadline (last successful renewal + TTL − margin,
 //! the margin being the longest a request can stay in flight on the server) and
 //! checks it before every write, so a run that stalled or lost its renewals stops
-//! before writing rather than after. Release is a conditional overwrite with a
+//! before writing rather than after. The deadline is a [`Deadline`] shared with the
+//! run's store, which checks it once more at the last instant of each write (inside
+//! the file lock on a local lake), so a run frozen mid-write writes nothing when it
+//! resumes. Release is a conditional overwrite with a
 //! released record, never a DELETE: a retried DELETE could remove the next holder's
 //! lease. Promotion and checkpoint stay conditional anyway (the fence).
 
@@ -25,7 +28,7 @@ use time::OffsetDateTime;
 use tokio::sync::{oneshot, Mutex};
 
 use crate::error::{Error, Result};
-use crate::store::{Condition, Store};
+use crate::store::{Condition, Deadline, Store};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LeaseRecord {
@@ -67,7 +70,7 @@ pub struct Lease {
     run_id: String,
     version: Arc<Mutex<String>>,
     lost: Arc<AtomicBool>,
-    deadline: Arc<std::sync::Mutex<Instant>>,
+    deadline: Deadline,
     stop: Option<oneshot::Sender<()>>,
     renewer: Option<tokio::task::JoinHandle<()>>,
 }
@@ -140,17 +143,21 @@ fn encode(r: &LeaseRecord) -> Bytes {
 }
 
 impl Lease {
-    /// Take the lease at `key` or fail with `Busy` naming the holder.
+    /// Take the lease at `key` or fail with `Busy` naming the holder. `deadline` is
+    /// the run's write deadline, set here and moved by every renewal; the store the
+    /// lease is written through checks it too (see [`crate::store::Gate`]).
     pub async fn acquire(
         store: Arc<dyn Store>,
         key: &str,
         run_id: &str,
         opts: LeaseOptions,
+        deadline_cell: Deadline,
     ) -> Result<Lease> {
         let acquired_at = rfc3339(now());
         let body = encode(&record_for(run_id, opts.ttl, &acquired_at));
         // The lease can only have been written after this instant.
         let started = Instant::now();
+        deadline_cell.set(Some(deadline(started, opts)));
         let version = match store
             .put_small(key, body.clone(), Condition::IfAbsent)
             .await
@@ -168,7 +175,7 @@ impl Lease {
             run_id: run_id.to_owned(),
             version: Arc::new(Mutex::new(version)),
             lost: Arc::new(AtomicBool::new(false)),
-            deadline: Arc::new(std::sync::Mutex::new(deadline(started, opts))),
+            deadline: deadline_cell,
             stop: None,
             renewer: None,
         };
@@ -266,8 +273,10 @@ impl Lease {
                     _ = &mut rx => return,
                     _ = tokio::time::sleep(wait) => {}
                 }
-                let until = *deadline_cell.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(left) = until.checked_duration_since(Instant::now()) else {
+                let left = deadline_cell
+                    .get()
+                    .and_then(|until| until.checked_duration_since(Instant::now()));
+                let Some(left) = left else {
                     // Mark it lost before saying so: whoever reads the log may act at once.
                     lost.store(true, Ordering::SeqCst);
                     tracing::error!(lease = %store.location(&key), "lease deadline passed without a renewal; the run stops before its next write");
@@ -304,8 +313,7 @@ impl Lease {
                     }
                 };
                 if renewed {
-                    *deadline_cell.lock().unwrap_or_else(|p| p.into_inner()) =
-                        deadline(started, opts);
+                    deadline_cell.set(Some(deadline(started, opts)));
                     wait = every;
                 } else {
                     wait = retry;
@@ -331,10 +339,13 @@ impl Lease {
 
     /// Fail if the lease could not be renewed: another run may have taken it over.
     pub fn ensure_held(&self) -> Result<()> {
-        let until = *self.deadline.lock().unwrap_or_else(|p| p.into_inner());
-        if self.lost.load(Ordering::SeqCst) || Instant::now() >= until {
+        let past = self
+            .deadline
+            .get()
+            .is_none_or(|until| Instant::now() >= until);
+        if self.lost.load(Ordering::SeqCst) || past {
             return Err(Error::Conflict(format!(
-                "lease {} was lost (not renewed before its deadline, or taken over); stopping before any further write",
+                "conflict: lease {} was lost (not renewed before its deadline, or taken over); stopping before any further write",
                 self.store.location(&self.key)
             )));
         }
@@ -353,6 +364,10 @@ impl Lease {
             // Taken over by another run: it is theirs now.
             return Ok(());
         }
+        // The run's writes are over. The release goes through even past the deadline:
+        // it is conditional on our own version (below), so it cannot touch a lease
+        // another run took meanwhile.
+        self.deadline.set(None);
         // Even past our deadline this is safe: the release is conditional on our own
         // version, so a lease another run took meanwhile answers 412 and stays.
         let ours = self.version.lock().await.clone();
@@ -386,6 +401,19 @@ fn record_names(bytes: &[u8], run_id: &str) -> bool {
 /// The instant before which every write of the run must start.
 fn deadline(renewed_at: Instant, opts: LeaseOptions) -> Instant {
     renewed_at + opts.ttl.saturating_sub(opts.margin)
+}
+
+/// The pauses between attempts of a run waiting for a held lease (`--lease-wait`):
+/// jittered so that runs waiting for the same lease do not ask in step, and capped so
+/// that a released or expired lease is seen within a few seconds.
+pub fn wait_delays() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+        .build()
 }
 
 impl Drop for Lease {
@@ -509,9 +537,15 @@ mod tests {
             .await
             .unwrap();
         let store = scripted(dir.path(), Fault::ReplaceAnswerLost);
-        let lease = Lease::acquire(store, "l.lock", "me", opts(Duration::from_secs(60)))
-            .await
-            .expect("the landed takeover is recognised as ours");
+        let lease = Lease::acquire(
+            store,
+            "l.lock",
+            "me",
+            opts(Duration::from_secs(60)),
+            Deadline::default(),
+        )
+        .await
+        .expect("the landed takeover is recognised as ours");
         lease.ensure_held().unwrap();
     }
 
@@ -519,7 +553,14 @@ mod tests {
     async fn losing_the_second_create_race_is_busy() {
         let dir = tempfile::tempdir().unwrap();
         let store = scripted(dir.path(), Fault::AlwaysBeaten);
-        let r = Lease::acquire(store, "l.lock", "run", opts(Duration::from_secs(60))).await;
+        let r = Lease::acquire(
+            store,
+            "l.lock",
+            "run",
+            opts(Duration::from_secs(60)),
+            Deadline::default(),
+        )
+        .await;
         assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
     }
 
@@ -527,15 +568,27 @@ mod tests {
     async fn release_marks_the_lease_free_and_the_next_run_takes_it() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
-        let a = Lease::acquire(store.clone(), "l.lock", "a", opts(Duration::from_secs(60)))
-            .await
-            .unwrap();
+        let a = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            opts(Duration::from_secs(60)),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
         a.release().await.unwrap();
         let left = store.get_small("l.lock").await.unwrap().unwrap();
         assert!(Lease::is_free(&left.bytes));
-        let b = Lease::acquire(store.clone(), "l.lock", "b", opts(Duration::from_secs(60)))
-            .await
-            .unwrap();
+        let b = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "b",
+            opts(Duration::from_secs(60)),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
         b.ensure_held().unwrap();
         let held = store.get_small("l.lock").await.unwrap().unwrap();
         assert!(!Lease::is_free(&held.bytes), "b's lease reads as free");
@@ -545,9 +598,15 @@ mod tests {
     async fn a_release_after_a_takeover_leaves_the_new_holder_alone() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
-        let a = Lease::acquire(store.clone(), "l.lock", "a", opts(Duration::from_secs(60)))
-            .await
-            .unwrap();
+        let a = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            opts(Duration::from_secs(60)),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
         let other = encode(&record_for("b", Duration::from_secs(60), "now"));
         store
             .put_small("l.lock", other.clone(), Condition::None)
@@ -572,6 +631,7 @@ mod tests {
                 margin: Duration::from_secs(60),
                 instant_takeover: false,
             },
+            Deadline::default(),
         )
         .await
         .unwrap();

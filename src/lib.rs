@@ -15,7 +15,9 @@
 //!   lease and run-record keys.
 //! - [`lease`]: one run per (product, input) at a time; exclusive create on a local
 //!   disk, `If-None-Match: *` on S3, with an expiry, a monotonic deadline checked
-//!   before every write, and a conditional release.
+//!   before every write (and, through the store's [`store::Gate`], once more at the
+//!   last instant of each write), a conditional release, and the backoff of a run
+//!   waiting for a held lease (`--lease-wait`).
 //! - `checkpoint`: the record of the last success, read at start, written last
 //!   with compare-and-swap.
 //! - `contract`: the progress-event contract, pure code, one file per set of
@@ -34,7 +36,8 @@
 //! - [`store`]: the narrow storage trait (stage, promote, sweep, small CAS writes),
 //!   [`store::Location`] and [`store::open`], and the `local` and `s3` backends; where
 //!   staged bytes live is each backend's business (S3: its staging prefix option);
-//!   promotion is fenced on what the run saw when it decided (probed per store on S3).
+//!   promotion is fenced on what the run saw when it decided (probed per store on S3);
+//!   a run's writes pass its [`store::Gate`] (lease deadline, bounded local locks).
 //! - `summary`: the one-line JSON summary printed on stdout.
 //! - `progress`: progress bar on a terminal, periodic log lines otherwise.
 //! - `inbox`: `landing run --inbox`: lists an inbox, skips unchanged inputs

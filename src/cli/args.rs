@@ -9,10 +9,10 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{
     input_name, path_safe_product, validate_product, AuditConfig, Config, DrillConfig, InboxConfig,
-    Progress, RunPlan, DEFAULT_LEASE_TTL,
+    Progress, RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
 };
 use crate::error::{Error, Result};
-use crate::hook::{CrashPoint, Hooks, PausePoint};
+use crate::hook::{CrashPoint, FreezePoint, Hooks, PausePoint};
 use crate::store::s3::{defaults, ChecksumMode, ConditionalCopy, S3Options, PART_SIZE_MIB_RANGE};
 use crate::store::Location;
 
@@ -69,6 +69,12 @@ pub struct RunArgs {
     #[arg(long, env = "LANDING_LEASE_TTL", default_value_t = DEFAULT_LEASE_TTL)]
     pub lease_ttl: u64,
 
+    /// Seconds to wait for an input whose lease another run holds (polling with
+    /// jittered backoff until it is released or expires) before answering busy (75).
+    /// An inbox run lands the free inputs first, then waits for the busy ones.
+    #[arg(long, env = "LANDING_LEASE_WAIT", default_value_t = DEFAULT_LEASE_WAIT)]
+    pub lease_wait: u64,
+
     /// Sweep leftovers (staging objects, temp files) of crashed runs older than this many seconds.
     #[arg(long, env = "LANDING_SWEEP_AGE", default_value_t = 0)]
     pub sweep_age: u64,
@@ -84,6 +90,10 @@ pub struct RunArgs {
     /// Test hook: pause at a named point until a line arrives on stdin.
     #[arg(long, env = "LANDING_PAUSE_AT", hide = true, value_enum)]
     pub pause_at: Option<PausePoint>,
+
+    /// Test hook: stop the process (SIGSTOP) inside a named write.
+    #[arg(long, env = "LANDING_FREEZE_AT", hide = true, value_enum)]
+    pub freeze_at: Option<FreezePoint>,
     #[command(flatten)]
     pub inbox: InboxArgs,
 
@@ -304,6 +314,7 @@ impl RunArgs {
         Hooks {
             crash_at: self.crash_at,
             pause_at: self.pause_at,
+            freeze_at: self.freeze_at,
         }
     }
 
@@ -422,6 +433,7 @@ impl CommonArgs {
             max_rejected_lines: self.max_rejected_lines,
             max_line_bytes: self.max_line_bytes,
             lease_ttl: Duration::from_secs(DEFAULT_LEASE_TTL),
+            lease_wait: Duration::from_secs(DEFAULT_LEASE_WAIT),
             sweep_age: Duration::ZERO,
             progress: Progress::Auto,
             s3: self.s3.options()?,
@@ -458,6 +470,7 @@ impl RunArgs {
             ));
         }
         cfg.lease_ttl = Duration::from_secs(self.lease_ttl);
+        cfg.lease_wait = Duration::from_secs(self.lease_wait);
         // A request can stay in flight on the server for one attempt's timeout; a lease
         // that expires sooner lets the next holder start while our write may land.
         if matches!(cfg.lake, Location::S3 { .. }) && cfg.lease_ttl <= cfg.s3.attempt_timeout {

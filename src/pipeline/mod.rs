@@ -17,6 +17,7 @@ mod validator;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use time::OffsetDateTime;
@@ -36,7 +37,7 @@ use crate::lease::{Lease, LeaseOptions};
 use crate::progress::Progress;
 use crate::store::s3::S3Options;
 use crate::store::{
-    CopyFence, Expect, Location, ObjectMeta, Staged, Store, Sweep, Upload, Version,
+    CopyFence, Deadline, Expect, Gate, Location, ObjectMeta, Staged, Store, Sweep, Upload, Version,
 };
 use crate::summary::{Action, Refusal, Signal, Summary};
 
@@ -183,13 +184,33 @@ async fn run_in_span(cfg: &Config, hooks: Hooks, run_id: String) -> Result<Summa
         crash_after_part: hooks.crash_after_part(),
         ..cfg.s3.clone()
     };
-    let lake = crate::store::open(&cfg.lake, &s3)
+    // Every write of this run passes the lease's deadline once more at its last
+    // instant; a local file lock is waited for no longer than the lease's margin.
+    let opts = lease_options(cfg);
+    let deadline = Deadline::default();
+    let gate = Gate::new(deadline.clone(), opts.margin, hooks.freeze_at);
+    let lake = crate::store::open_gated(&cfg.lake, &s3, gate)
         .await
         .at(Step::Connect, &input_location)?;
     let layout = Layout::new(&cfg.product, &cfg.input_name);
-    let lease = Lease::acquire(lake.clone(), &layout.lock, &run_id, lease_options(cfg))
-        .await
-        .at(Step::Lease, &input_location)?;
+    let waited = take_lease(cfg, &lake, &layout, &run_id, deadline, &mut signals).await;
+    let lease = match waited.at(Step::Lease, &input_location)? {
+        Ok(lease) => lease,
+        Err(signal) => {
+            let summary = Summary {
+                signal: Some(signal),
+                ..Summary::new(
+                    run_id,
+                    cfg.product.clone(),
+                    input_location,
+                    Action::Interrupted,
+                )
+            };
+            warn!(signal = ?signal, "interrupted while waiting for the lease; nothing was written");
+            log_outcome(&summary);
+            return Ok(summary);
+        }
+    };
     crate::history::lap("lease");
     let ctx = Ctx {
         cfg,
@@ -206,6 +227,50 @@ async fn run_in_span(cfg: &Config, hooks: Hooks, run_id: String) -> Result<Summa
         warn!(error = %e, "could not release the lease; it expires on its own");
     }
     result
+}
+
+/// Take the input's lease. While another run holds it, poll with jittered backoff for
+/// up to `--lease-wait` (until it is released or expires), then answer busy. A signal
+/// stops the wait (`Err(signal)`); it never interrupts an attempt, whose write may
+/// land after it was abandoned.
+async fn take_lease(
+    cfg: &Config,
+    lake: &Arc<dyn Store>,
+    layout: &Layout,
+    run_id: &str,
+    deadline: Deadline,
+    signals: &mut Signals,
+) -> Result<std::result::Result<Lease, Signal>> {
+    let opts = lease_options(cfg);
+    let until = Instant::now() + cfg.lease_wait;
+    let mut delays = crate::lease::wait_delays();
+    let mut waiting = false;
+    loop {
+        let attempt = Lease::acquire(lake.clone(), &layout.lock, run_id, opts, deadline.clone());
+        let busy = match attempt.await {
+            Err(e @ Error::Busy { .. }) => e,
+            other => {
+                if waiting {
+                    info!("lease free; the run goes on");
+                }
+                return other.map(Ok);
+            }
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(busy);
+        }
+        if !waiting {
+            waiting = true;
+            info!(error = %busy, wait_secs = left.as_secs(), "lease held by another run; waiting for it");
+        }
+        let pause = delays.next().unwrap_or(left).min(left);
+        tokio::select! {
+            biased;
+            signal = signals.recv() => return Ok(Err(signal)),
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
 }
 
 /// What the run decided before writing anything a reader can see.

@@ -1,20 +1,24 @@
 //! Local-folder backend. Staging is a hidden temp file beside its destination
 //! (`.<name>.<run id>.tmp`, never a valid input name); publish is fsync, rename over
 //! the published name, fsync the directory, which POSIX makes atomic on one file
-//! system. Small objects (checkpoint, lease) are replaced under an advisory `flock`
-//! on a sidecar file, so compare-and-swap holds between processes on one host only.
+//! system. Small objects (checkpoint, lease) are replaced, and published objects
+//! promoted, under an advisory `flock` on a guard file, so compare-and-swap holds
+//! between processes on one host only. Guard files live in `locks/.cas/`, a zone no
+//! reader is granted, never beside published data. A lock is only ever tried, within
+//! the [`Gate`]'s bound: a holder that is stopped (SIGSTOP, a paused VM, a stalled
+//! mount) makes other writers answer busy instead of waiting for it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, Staged, Store, Sweep,
-    SweepReport, Upload, Version, Versioned,
+    Condition, CopyFence, Expect, Gate, Listed, Listing, ObjectMeta, ObjectReader, Staged, Store,
+    Sweep, SweepReport, Upload, Version, Versioned,
 };
 use crate::error::{Error, Result};
 
@@ -22,12 +26,47 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     root: PathBuf,
+    gate: Gate,
 }
+
+/// Where guard files live under the root: in the locks zone, hidden.
+const GUARDS: &str = "locks/.cas";
 
 impl LocalStore {
     /// A store rooted at `root`; the folder is created on first write.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        LocalStore { root: root.into() }
+        LocalStore {
+            root: root.into(),
+            gate: Gate::default(),
+        }
+    }
+
+    /// The same store, checking `gate` before every write (see [`Gate`]).
+    pub fn with_gate(mut self, gate: Gate) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// The guard file serialising writes of `key`: `locks/.cas/<key>.cas`.
+    fn guard_path(&self, key: &str) -> Result<PathBuf> {
+        self.path(&format!("{GUARDS}/{key}.cas"))
+    }
+
+    /// Take the guard of `key` within the gate's bound, or answer busy.
+    fn guard(&self, key: &str, dest: &Path) -> Result<File> {
+        let guard = self.guard_path(key)?;
+        match lock_guard(&guard, self.gate.lock_wait) {
+            Ok(Some(f)) => Ok(f),
+            Ok(None) => Err(Error::Busy {
+                location: dest.display().to_string(),
+                holder: format!(
+                    "a process that held its write lock for more than {:.1} s (stopped or stalled mid-write)",
+                    self.gate.lock_wait.as_secs_f64()
+                ),
+                expires_at: "that process resumes or exits".into(),
+            }),
+            Err(e) => Err(self.err("lock", &guard, e)),
+        }
     }
 
     fn path(&self, key: &str) -> Result<PathBuf> {
@@ -149,42 +188,80 @@ fn write_temp(dest: &Path, body: &[u8]) -> io::Result<(PathBuf, File)> {
     Ok((tmp, f))
 }
 
-/// Exclusive advisory lock serialising compare-and-swap on one small file. The
-/// kernel drops it when the process dies, so a crash never leaves it held.
-fn cas_guard(dest: &Path) -> io::Result<File> {
-    create_dirs(parent(dest))?;
-    let guard_path = parent(dest).join(format!(".{}.cas", file_name(dest)));
+/// Exclusive advisory lock on the guard file at `path`, tried (never waited on) with
+/// jittered backoff for up to `wait`; `None` if another process still holds it then.
+/// The kernel drops the lock when its holder dies, so a crash never leaves it held;
+/// only a stopped holder keeps it, and it must not stall everyone behind it.
+fn lock_guard(path: &Path, wait: Duration) -> io::Result<Option<File>> {
+    use backon::BackoffBuilder;
+    create_dirs(parent(path))?;
     let f = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(guard_path)?;
-    f.lock()?;
-    Ok(f)
+        .open(path)?;
+    let until = Instant::now() + wait;
+    let mut delays = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(1))
+        .with_max_delay(Duration::from_millis(100))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    loop {
+        match f.try_lock() {
+            Ok(()) => return Ok(Some(f)),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let delay = delays.next().unwrap_or(Duration::from_millis(100));
+        std::thread::sleep(delay.min(left));
+    }
 }
 
-fn put_small_blocking(dest: &Path, body: &[u8], cond: &Condition) -> io::Result<Option<String>> {
-    let (tmp, _tmp_lock) = write_temp(dest, body)?;
+/// Replace `dest` with `body` if `cond` holds. `Ok(None)`: the condition is false.
+/// The caller holds the guard of `dest` (for a conditional write) and checked the gate.
+fn put_small_blocking(
+    store: &LocalStore,
+    key: &str,
+    dest: &Path,
+    body: &[u8],
+    cond: &Condition,
+) -> Result<Option<String>> {
+    let io = |op, e| store.err(op, dest, e);
+    let (tmp, _tmp_lock) = write_temp(dest, body).map_err(|e| io("write", e))?;
     // An unconditional write (run records: unique keys) needs no compare-and-swap.
     let _guard = match cond {
         Condition::None => None,
-        _ => Some(cas_guard(dest)?),
+        _ => match store.guard(key, dest) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        },
     };
-    let current = metadata_opt(dest)?;
+    let current = metadata_opt(dest).map_err(|e| io("stat", e))?;
     let allowed = match (cond, &current) {
         (Condition::None, _) => true,
         (Condition::IfAbsent, cur) => cur.is_none(),
         (Condition::IfMatch(v), Some(md)) => &version_of(md) == v,
         (Condition::IfMatch(_), None) => false,
     };
-    if !allowed {
+    // The last instant before the write, lock held: a run frozen until its lease's
+    // deadline passed stops here.
+    let gate = store.gate.before_write(key, &dest.display().to_string());
+    if !allowed || gate.is_err() {
         let _ = fs::remove_file(&tmp);
-        return Ok(None);
+        return gate.map(|()| None);
     }
-    fs::rename(&tmp, dest)?;
-    sync_dir(parent(dest))?;
-    let md = fs::metadata(dest)?;
+    fs::rename(&tmp, dest).map_err(|e| io("write", e))?;
+    sync_dir(parent(dest)).map_err(|e| io("write", e))?;
+    let md = fs::metadata(dest).map_err(|e| io("write", e))?;
     Ok(Some(version_of(&md)))
 }
 
@@ -277,9 +354,19 @@ fn sweep_blocking(
             Err(e) => return Err(root.err("list for sweep", dir, e)),
         };
         let mut removed = false;
+        // A guard file that an earlier version kept beside its destination.
+        let stale_guard = format!(".{name}.cas");
         for entry in entries {
             let entry = entry.map_err(|e| root.err("list for sweep", dir, e))?;
             let entry_name = entry.file_name().to_string_lossy().into_owned();
+            if entry_name == stale_guard && matches!(which, Sweep::Others { .. }) {
+                let path = entry.path();
+                if remove_unless_live(&path).map_err(|e| root.err("sweep", &path, e))? {
+                    report.deleted_objects += 1;
+                    removed = true;
+                }
+                continue;
+            }
             let Some(tag) = temp_tag(&entry_name, &name) else {
                 continue;
             };
@@ -299,6 +386,17 @@ fn sweep_blocking(
     Ok(report)
 }
 
+/// Is `name` one of the job's own entries: a temp file (`.<name>.<tag>.tmp`), a guard
+/// file an earlier version left beside its destination (`.<name>.cas`), or the guard
+/// folder?
+fn is_own_file(name: &str, is_dir: bool) -> bool {
+    let hidden = name.len() > 1 && name.starts_with('.');
+    if is_dir {
+        return name == ".cas";
+    }
+    hidden && (name.ends_with(".tmp") || name.ends_with(".cas"))
+}
+
 /// Run blocking file-system work off the async workers.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
@@ -313,7 +411,7 @@ impl Store for LocalStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Listing> {
-        self.list_folder(prefix).await
+        self.list_folder(prefix, false).await
     }
 
     async fn read(&self, key: &str) -> Result<ObjectReader> {
@@ -369,21 +467,24 @@ impl Store for LocalStore {
     async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
         let path = self.path(key)?;
         let store = self.clone();
-        blocking(move || match put_small_blocking(&path, &body, &cond) {
-            Ok(Some(v)) => Ok(v),
-            Ok(None) => Err(Error::Precondition {
-                location: path.display().to_string(),
-            }),
-            Err(e) => Err(store.err("write", &path, e)),
-        })
+        let key = key.to_owned();
+        blocking(
+            move || match put_small_blocking(&store, &key, &path, &body, &cond)? {
+                Some(v) => Ok(v),
+                None => Err(Error::Precondition {
+                    location: path.display().to_string(),
+                }),
+            },
+        )
         .await
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
         let path = self.path(key)?;
         let store = self.clone();
+        let key = key.to_owned();
         blocking(move || {
-            let _guard = cas_guard(&path).map_err(|e| store.err("lock", &path, e))?;
+            let _guard = store.guard(&key, &path)?;
             match fs::remove_file(&path) {
                 Ok(()) => sync_dir(parent(&path)).map_err(|e| store.err("sync", &path, e)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -424,16 +525,18 @@ impl Store for LocalStore {
         let store = self.clone();
         let expected = staged.size;
         let expect = expect.clone();
+        let key = staged.dest_key.clone();
         blocking(move || {
             // The same guard as compare-and-swap on small files: the check and the
             // rename are one step for every writer on this host.
-            let _guard = cas_guard(&dest).map_err(|e| store.err("lock", &dest, e))?;
+            let _guard = store.guard(&key, &dest)?;
             let now = metadata_opt(&dest).map_err(|e| store.err("stat", &dest, e))?;
             if Expect::from_head(now.map(|m| meta_of(&m)).as_ref()) != expect {
                 return Err(Error::Precondition {
                     location: dest.display().to_string(),
                 });
             }
+            store.gate.before_write(&key, &dest.display().to_string())?;
             fs::rename(&tmp, &dest).map_err(|e| store.err("rename into place", &dest, e))?;
             sync_dir(parent(&dest)).map_err(|e| store.err("sync folder", &dest, e))?;
             let md = fs::metadata(&dest).map_err(|e| store.err("verify", &dest, e))?;
@@ -464,11 +567,12 @@ impl Store for LocalStore {
     }
 
     async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
-        // Temp files are hidden names beside their destination.
+        // Temp files (and an earlier version's guard files) are hidden names beside
+        // their destination.
         let mut out = Vec::new();
         for folder in folders {
-            for f in self.list(folder).await?.files {
-                if f.name.starts_with('.') && f.name.ends_with(".tmp") {
+            for f in self.list_folder(folder, true).await?.files {
+                if is_own_file(&f.name, false) {
                     out.push(self.location(&format!("{folder}/{}", f.name)));
                 }
             }
@@ -600,9 +704,12 @@ impl Upload for LocalUpload {
 impl LocalStore {
     /// [`Store::list`]: the entries of one folder, not descending into sub-folders.
     /// Symbolic links are followed; other kinds (sockets, fifos) and names that are
-    /// not UTF-8 are left out.
-    async fn list_folder(&self, prefix: &str) -> Result<Listing> {
-        let dir = if prefix.trim_matches('/').is_empty() {
+    /// not UTF-8 are left out, and so are the job's own temp and guard files unless
+    /// `own` asks for them. A missing folder is empty, but a missing root is
+    /// `NotFound`: an inbox or lake that is not there is not an empty one.
+    async fn list_folder(&self, prefix: &str, own: bool) -> Result<Listing> {
+        let is_root = prefix.trim_matches('/').is_empty();
+        let dir = if is_root {
             self.root.clone()
         } else {
             self.path(prefix.trim_matches('/'))?
@@ -612,7 +719,7 @@ impl LocalStore {
             let mut listing = Listing::default();
             let entries = match fs::read_dir(&dir) {
                 Ok(e) => e,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(listing),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !is_root => return Ok(listing),
                 Err(e) => return Err(store.err("list", &dir, e)),
             };
             for entry in entries {
@@ -627,6 +734,9 @@ impl LocalStore {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                     Err(e) => return Err(store.err("stat", &entry.path(), e)),
                 };
+                if !own && is_own_file(&name, md.is_dir()) {
+                    continue;
+                }
                 if md.is_dir() {
                     listing.folders.push(name);
                 } else if md.is_file() {
@@ -711,6 +821,100 @@ mod tests {
         drop(held);
         assert!(remove_unless_live(&tmp).unwrap());
         assert!(!tmp.exists());
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// A guard held by another open file (another process, or a stopped one) makes a
+    /// conditional write answer busy within the gate's bound instead of waiting.
+    #[test]
+    fn a_held_guard_answers_busy_within_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let wait = Duration::from_millis(200);
+        let gate = Gate::new(super::super::Deadline::default(), wait, None);
+        let store = LocalStore::new(dir.path()).with_gate(gate);
+        let held = lock_guard(&store.guard_path("checkpoints/p/a.json").unwrap(), wait)
+            .unwrap()
+            .expect("the first lock is free");
+        let t = Instant::now();
+        let r = runtime().block_on(store.put_small(
+            "checkpoints/p/a.json",
+            Bytes::from_static(b"{}"),
+            Condition::IfAbsent,
+        ));
+        assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+        assert!(t.elapsed() >= wait, "gave up before the bound");
+        assert!(!dir.path().join("checkpoints/p/a.json").exists());
+        drop(held);
+        let r = runtime().block_on(store.put_small(
+            "checkpoints/p/a.json",
+            Bytes::from_static(b"{}"),
+            Condition::IfAbsent,
+        ));
+        assert!(r.is_ok(), "{r:?}");
+    }
+
+    /// Past the run's deadline, a write that got its lock writes nothing.
+    #[test]
+    fn a_passed_deadline_stops_the_write_inside_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let deadline = super::super::Deadline::default();
+        deadline.set(Some(Instant::now()));
+        let store =
+            LocalStore::new(dir.path()).with_gate(Gate::new(deadline, Duration::ZERO, None));
+        let r = runtime().block_on(store.put_small(
+            "checkpoints/p/a.json",
+            Bytes::from_static(b"{}"),
+            Condition::IfAbsent,
+        ));
+        assert!(matches!(r, Err(Error::Conflict(_))), "{r:?}");
+        let left: Vec<_> = fs::read_dir(dir.path().join("checkpoints/p"))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    /// Guard files live in the locks zone, never beside the data they guard; listings
+    /// leave out the job's own files; a missing root is not an empty folder.
+    #[test]
+    fn guards_stay_out_of_readers_zones_and_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        assert_eq!(
+            store.guard_path("raw/p/a.jsonl").unwrap(),
+            dir.path().join("locks/.cas/raw/p/a.jsonl.cas")
+        );
+        fs::create_dir_all(dir.path().join("raw/p")).unwrap();
+        for name in [
+            "a.jsonl",
+            ".a.jsonl.cas",
+            &format!(".a.jsonl.{RUN}.tmp"),
+            ".hidden",
+        ] {
+            fs::write(dir.path().join("raw/p").join(name), b"").unwrap();
+        }
+        let rt = runtime();
+        let names: Vec<String> = rt
+            .block_on(store.list("raw/p"))
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, [".hidden", "a.jsonl"]);
+        let left = rt.block_on(store.leftovers(&["raw/p".to_owned()])).unwrap();
+        assert_eq!(left.len(), 2, "{left:?}");
+        let gone = LocalStore::new(dir.path().join("no-such"));
+        assert!(matches!(
+            rt.block_on(gone.list("")),
+            Err(Error::NotFound { .. })
+        ));
+        assert!(rt.block_on(gone.list("raw")).unwrap().files.is_empty());
     }
 
     #[test]

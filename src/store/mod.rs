@@ -7,14 +7,16 @@
 //! bucket plus prefix).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 
 use crate::error::{Error, Result};
+use crate::hook::FreezePoint;
 
 pub mod local;
 pub mod s3;
@@ -69,21 +71,105 @@ impl std::fmt::Display for Location {
 
 /// Open the store rooted at `loc` to write: a folder (created if missing, so a first
 /// run on a new machine needs no setup) or an S3 bucket plus prefix, configured by `s3`.
+/// Writes are not tied to a lease (run records, the drill's own bookkeeping).
 pub async fn open(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Store>> {
+    open_gated(loc, s3, Gate::default()).await
+}
+
+/// [`open`] for one run: every write passes `gate` first.
+pub async fn open_gated(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn Store>> {
     if let Location::Local(dir) = loc {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))?;
     }
-    open_read_only(loc, s3).await
+    open_with(loc, s3, gate).await
 }
 
 /// Open the store rooted at `loc` without creating anything (`status`, `verify`,
-/// inputs): a missing local folder reads as empty.
+/// inputs). Listing the root of a folder or bucket that does not exist is `NotFound`.
 pub async fn open_read_only(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Store>> {
+    open_with(loc, s3, Gate::default()).await
+}
+
+async fn open_with(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn Store>> {
     Ok(match loc {
-        Location::Local(dir) => Arc::new(LocalStore::new(dir.clone())),
-        Location::S3 { bucket, key } => Arc::new(S3Store::from_env(bucket, key, s3).await?),
+        Location::Local(dir) => Arc::new(LocalStore::new(dir.clone()).with_gate(gate)),
+        Location::S3 { bucket, key } => {
+            Arc::new(S3Store::from_env(bucket, key, s3).await?.with_gate(gate))
+        }
     })
+}
+
+/// The instant before which a run's writes must start: its lease's deadline (see
+/// [`crate::lease`]). The lease moves it on every renewal; unset, nothing is checked.
+#[derive(Debug, Clone, Default)]
+pub struct Deadline(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Deadline {
+    pub fn set(&self, at: Option<Instant>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = at;
+    }
+
+    pub fn get(&self) -> Option<Instant> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True once the deadline is set and past.
+    pub fn passed(&self) -> bool {
+        self.get().is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// How long a local write waits for a file lock held by another process unless told
+/// otherwise: far above a healthy holder's hold (one rename and fsync).
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// What a backend checks at the last instant before a write reaches readers, the
+/// checkpoint or the lease (on a local lake: while it holds the file lock; on S3: right
+/// before the request). A run that was frozen (SIGSTOP, a paused VM, a stalled mount)
+/// past its lease's deadline then writes nothing when it resumes. Also how long a
+/// local file lock is waited for before the write answers busy, so a frozen holder
+/// never blocks another run.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    pub deadline: Deadline,
+    pub lock_wait: Duration,
+    freeze_at: Option<FreezePoint>,
+    frozen: Arc<AtomicBool>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new(Deadline::default(), DEFAULT_LOCK_WAIT, None)
+    }
+}
+
+impl Gate {
+    pub fn new(deadline: Deadline, lock_wait: Duration, freeze_at: Option<FreezePoint>) -> Self {
+        Gate {
+            deadline,
+            lock_wait,
+            freeze_at,
+            frozen: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Called by a backend right before the write of `key` (relative to the store's
+    /// root) at `location` takes effect. `Conflict` once the deadline has passed.
+    pub fn before_write(&self, key: &str, location: &str) -> Result<()> {
+        if let Some(point) = self.freeze_at {
+            if FreezePoint::of_key(key) == Some(point) && !self.frozen.swap(true, Ordering::SeqCst)
+            {
+                point.fire();
+            }
+        }
+        if self.deadline.passed() {
+            return Err(Error::Conflict(format!(
+                "conflict: this run's lease deadline passed before its write to {location} (the run was stopped or stalled); nothing was written. Rerun to reconcile"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What the skip rule compares: the published object's size and its version marker.
@@ -281,7 +367,9 @@ pub trait Store: Send + Sync {
     async fn discard(&self, staged: &Staged) -> Result<()>;
 
     /// Leftovers of writes into `folders` that a sweep would remove at any age (staging
-    /// objects, temp files), as locations: what `landing status` reports. Reads only.
+    /// objects and incomplete multipart uploads on S3; temp files, and guard files an
+    /// earlier version kept beside published names, on a local lake), as locations:
+    /// what `landing status` reports. Reads only.
     async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>>;
 
     /// Remove leftovers that writing `dest_keys` may have left (incomplete uploads,

@@ -24,7 +24,7 @@ fn input_bytes(i: usize) -> Vec<u8> {
 }
 
 /// The `--inbox` argument of a world.
-fn inbox_arg(w: &World) -> String {
+pub(crate) fn inbox_arg(w: &World) -> String {
     match w.s3_parts() {
         None => w.tmp.path().join("inbox").display().to_string(),
         Some((_, _, bucket)) => format!("s3://{bucket}/inbox/"),
@@ -32,7 +32,7 @@ fn inbox_arg(w: &World) -> String {
 }
 
 /// Put a file at `rel` under the inbox (may name a sub-folder).
-fn put_inbox(w: &World, rel: &str, bytes: &[u8]) {
+pub(crate) fn put_inbox(w: &World, rel: &str, bytes: &[u8]) {
     match w.s3_parts() {
         None => {
             let p = w.tmp.path().join("inbox").join(rel);
@@ -54,14 +54,14 @@ fn put_inbox(w: &World, rel: &str, bytes: &[u8]) {
 }
 
 /// What an inbox run printed: one line per input by name, and the totals line.
-struct InboxRun {
-    run: Run,
-    by_name: BTreeMap<String, Value>,
-    totals: Value,
+pub(crate) struct InboxRun {
+    pub run: Run,
+    pub by_name: BTreeMap<String, Value>,
+    pub totals: Value,
 }
 
 impl InboxRun {
-    fn action(&self, name: &str) -> &str {
+    pub fn action(&self, name: &str) -> &str {
         self.by_name
             .get(name)
             .and_then(|l| l["action"].as_str())
@@ -76,12 +76,12 @@ impl InboxRun {
             .collect()
     }
 
-    fn ctx(&self) -> String {
+    pub fn ctx(&self) -> String {
         format!("stdout:\n{}\nstderr:\n{}", self.run.stdout, self.run.stderr)
     }
 }
 
-fn parse_inbox(run: Run) -> InboxRun {
+pub(crate) fn parse_inbox(run: Run) -> InboxRun {
     let mut by_name = BTreeMap::new();
     let mut totals = Value::Null;
     for line in run.stdout.lines() {
@@ -113,7 +113,7 @@ fn parse_inbox(run: Run) -> InboxRun {
 }
 
 /// `landing run --inbox INBOX --lake LAKE ARGS...` with extra environment.
-fn inbox_run(w: &World, args: &[&str], env: &[(&str, &str)]) -> InboxRun {
+pub(crate) fn inbox_run(w: &World, args: &[&str], env: &[(&str, &str)]) -> InboxRun {
     let inbox = inbox_arg(w);
     let lake = w.lake_arg();
     let mut all = vec!["run", "--inbox", &inbox, "--lake", &lake];

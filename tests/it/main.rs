@@ -16,3 +16,4 @@ mod kill;
 mod lease;
 mod s3;
 mod store_conformance;
+mod unattended;

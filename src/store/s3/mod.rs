@@ -80,8 +80,8 @@ mod options;
 pub use options::{defaults, ChecksumMode, ConditionalCopy, S3Options, PART_SIZE_MIB_RANGE};
 
 use super::{
-    Condition, CopyFence, Expect, Listed, Listing, ObjectMeta, ObjectReader, Staged, Store, Sweep,
-    SweepReport, Upload, Version, Versioned,
+    Condition, CopyFence, Expect, Gate, Listed, Listing, ObjectMeta, ObjectReader, Staged, Store,
+    Sweep, SweepReport, Upload, Version, Versioned,
 };
 use crate::error::{Error, Result};
 
@@ -131,6 +131,8 @@ pub struct S3Store {
     cfg: S3Options,
     /// Whether multipart uploads carry CRC32 part checksums (see the module doc).
     part_checksums: bool,
+    /// Checked right before each write to a lease, checkpoint or published name.
+    gate: Gate,
 }
 
 /// The probe's verdict per bucket, taken once per process: every input of an inbox
@@ -208,7 +210,14 @@ impl S3Store {
             prefix: prefix.trim_matches('/').to_owned(),
             cfg: cfg.clone(),
             part_checksums,
+            gate: Gate::default(),
         }
+    }
+
+    /// The same store, checking `gate` right before every write (see [`Gate`]).
+    pub fn with_gate(mut self, gate: Gate) -> Self {
+        self.gate = gate;
+        self
     }
 
     /// One GetObject of a small object, read whole; a failed body is told apart.
@@ -435,8 +444,23 @@ impl S3Store {
         prefix: &str,
         eligible: &(dyn Fn(&str, Option<&aws_smithy_types::DateTime>) -> bool + Sync),
     ) -> Result<u64> {
-        let loc = self.loc_full(prefix);
         let mut aborted = 0;
+        for upload in self.uploads(prefix).await? {
+            if eligible(&upload.key, upload.initiated.as_ref()) {
+                let uloc = self.loc_full(&upload.key);
+                abort_upload(&self.client, &self.bucket, &upload.key, &upload.id, &uloc).await?;
+                tracing::info!(location = %uloc, upload_id = %upload.id, "aborted a leftover multipart upload");
+                aborted += 1;
+            }
+        }
+        Ok(aborted)
+    }
+
+    /// The incomplete multipart uploads under `prefix` (a full key prefix), every
+    /// page of `ListMultipartUploads` followed.
+    async fn uploads(&self, prefix: &str) -> Result<Vec<PendingUpload>> {
+        let loc = self.loc_full(prefix);
+        let mut found = Vec::new();
         let mut key_marker: Option<String> = None;
         let mut id_marker: Option<String> = None;
         loop {
@@ -454,12 +478,11 @@ impl S3Store {
                 let (Some(key), Some(id)) = (upload.key(), upload.upload_id()) else {
                     continue;
                 };
-                if eligible(key, upload.initiated()) {
-                    let uloc = self.loc_full(key);
-                    abort_upload(&self.client, &self.bucket, key, id, &uloc).await?;
-                    tracing::info!(location = %uloc, upload_id = id, "aborted a leftover multipart upload");
-                    aborted += 1;
-                }
+                found.push(PendingUpload {
+                    key: key.to_owned(),
+                    id: id.to_owned(),
+                    initiated: upload.initiated().copied(),
+                });
             }
             if !out.is_truncated().unwrap_or(false) {
                 break;
@@ -474,7 +497,7 @@ impl S3Store {
             }
             (key_marker, id_marker) = next;
         }
-        Ok(aborted)
+        Ok(found)
     }
 
     /// Delete the objects under `prefix` that `eligible` accepts.
@@ -594,6 +617,7 @@ impl Store for S3Store {
     async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
         let full = self.full_key(key);
         let loc = self.loc_full(&full);
+        self.gate.before_write(key, &loc)?;
         let req = self
             .client
             .put_object()
@@ -695,6 +719,7 @@ impl Store for S3Store {
             _ => Condition::None,
         };
         let run_id = staged_run_id(&staged.key);
+        self.gate.before_write(&staged.dest_key, &loc)?;
         let copied = if staged.size <= self.cfg.copy_threshold {
             self.copy_whole(&src, &dst, &cond).await
         } else {
@@ -797,6 +822,17 @@ impl Store for S3Store {
                     out.push(self.location(&format!("{run_folder}/{}", f.name)));
                 }
             }
+            // A killed run's upload is not an object yet; the bucket bills its parts.
+            for u in self.uploads(&self.full_key(folder)).await? {
+                let started = u
+                    .initiated
+                    .and_then(|t| t.fmt(aws_smithy_types::date_time::Format::DateTime).ok())
+                    .unwrap_or_else(|| "at an unknown time".to_owned());
+                out.push(format!(
+                    "{} (incomplete multipart upload, started {started})",
+                    self.loc_full(&u.key)
+                ));
+            }
         }
         Ok(out)
     }
@@ -841,6 +877,14 @@ impl Store for S3Store {
         }
         Ok(report)
     }
+}
+
+/// One incomplete multipart upload, as `ListMultipartUploads` describes it.
+struct PendingUpload {
+    /// The full key.
+    key: String,
+    id: String,
+    initiated: Option<aws_smithy_types::DateTime>,
 }
 
 /// What is shared by the tasks uploading one staging object's parts.
@@ -1356,6 +1400,7 @@ enum Cond {
 #[derive(Debug, PartialEq, Eq)]
 enum Kind {
     NotFound,
+    NoBucket,
     Precondition,
     Other,
 }
@@ -1409,6 +1454,8 @@ impl Failure {
                 Kind::Precondition
             }
             (_, Some("NoSuchKey")) => Kind::NotFound,
+            // The bucket named by --lake or --inbox: a setting to correct, not a retry.
+            (_, Some("NoSuchBucket")) => Kind::NoBucket,
             // HEAD answers carry no body, hence no code; the SDK names them NotFound.
             (Some(404), None | Some("NotFound")) => Kind::NotFound,
             _ => Kind::Other,
@@ -1447,6 +1494,7 @@ where
         Kind::NotFound => Error::NotFound {
             location: loc.to_owned(),
         },
+        Kind::NoBucket => Error::Config(format!("{loc}: {failure}: the bucket does not exist")),
         Kind::Precondition => Error::Precondition {
             location: loc.to_owned(),
         },
@@ -1702,7 +1750,7 @@ mod tests {
         assert_eq!(failure(404, None).kind(Cond::None), Kind::NotFound);
         assert_eq!(
             failure(404, Some("NoSuchBucket")).kind(Cond::None),
-            Kind::Other
+            Kind::NoBucket
         );
         assert_eq!(
             failure(403, Some("AccessDenied")).kind(Cond::None),

@@ -196,21 +196,21 @@ impl World {
         self.landing(&all, env)
     }
 
-    /// Bytes of a lake object (`key` relative to the lake root), if present.
+    /// Bytes of a lake object (`key` relative to the lake root); `None` only when it
+    /// does not exist. Any other failure (a server error, an unreadable file) fails the
+    /// test: "absent" must never be concluded from an error.
     pub fn get(&self, key: &str) -> Option<Vec<u8>> {
         match &self.s3 {
-            None => std::fs::read(self.lake_dir().join(key)).ok(),
-            Some(s) => s.rt.block_on(async {
-                let r = s
-                    .client
-                    .get_object()
-                    .bucket(&s.bucket)
-                    .key(format!("{LAKE_PREFIX}/{key}"))
-                    .send()
-                    .await
-                    .ok()?;
-                Some(r.body.collect().await.ok()?.into_bytes().to_vec())
-            }),
+            None => match std::fs::read(self.lake_dir().join(key)) {
+                Ok(bytes) => Some(bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => panic!("reading {key} from the local lake: {e}"),
+            },
+            Some(s) => s.rt.block_on(read_object(
+                &s.client,
+                &s.bucket,
+                &format!("{LAKE_PREFIX}/{key}"),
+            )),
         }
     }
 
@@ -339,20 +339,9 @@ impl World {
                 for o in page.expect("list").contents() {
                     let key = o.key().unwrap_or_default();
                     let rel = key.strip_prefix(prefix).unwrap_or(key);
-                    let body = s
-                        .client
-                        .get_object()
-                        .bucket(&s.bucket)
-                        .key(key)
-                        .send()
-                        .await
-                        .expect("get")
-                        .body
-                        .collect()
-                        .await
-                        .expect("body")
-                        .into_bytes()
-                        .to_vec();
+                    let Some(body) = read_object(&s.client, &s.bucket, key).await else {
+                        continue; // deleted since the listing
+                    };
                     let marker = format!("{:?} {:?}", o.e_tag(), o.last_modified());
                     out.insert(rel.to_owned(), (body, marker));
                 }
@@ -449,20 +438,63 @@ impl World {
     /// On S3, wait until the lease at `key` is free: absent, released, or expired. (A
     /// local lake takes a dead holder's lease over at once.)
     pub fn wait_for_lease_expiry(&self, key: &str) {
-        if !self.is_s3() {
-            return;
+        if self.is_s3() {
+            self.wait_until_lease_runs_out(key);
         }
-        let Some(bytes) = self.get(key) else { return };
-        let v: Value = serde_json::from_slice(&bytes).expect("a lease record");
-        if v["released"] == true {
-            return;
-        }
+    }
+
+    /// On any backend, wait until the lease at `key` is absent, released or expired:
+    /// a live holder that is stopped keeps its lease until then, local or not. The
+    /// condition is read back from the store after each wait, since a renewal still in
+    /// flight from a killed holder can move the expiry; bounded by two minutes.
+    pub fn wait_until_lease_runs_out(&self, key: &str) {
+        let bound = std::time::Instant::now() + std::time::Duration::from_secs(120);
         let fmt = time::format_description::well_known::Rfc3339;
-        let expires = time::OffsetDateTime::parse(v["expires_at"].as_str().unwrap(), &fmt)
-            .expect("expires_at");
-        let left = expires - time::OffsetDateTime::now_utc();
-        if left.is_positive() {
-            std::thread::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50));
+        loop {
+            let Some(bytes) = self.get(key) else { return };
+            let v: Value = serde_json::from_slice(&bytes).expect("a lease record");
+            if v["released"] == true {
+                return;
+            }
+            let expires = time::OffsetDateTime::parse(v["expires_at"].as_str().unwrap(), &fmt)
+                .expect("expires_at");
+            let left = expires - time::OffsetDateTime::now_utc();
+            if !left.is_positive() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < bound,
+                "the lease at {key} is still held after two minutes: {v}"
+            );
+            // Sleep until the expiry the store shows, then read it again.
+            std::thread::sleep(left.unsigned_abs() + std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// The bytes of S3 object `key`, `None` only for NoSuchKey; any other error fails the
+/// test. A body that breaks after the response head (LocalStack serves a body whose
+/// CRC32 disagrees with its checksum header when it is read while being overwritten,
+/// as a lease is) is read again, at most three times, as the job's own small reads are.
+async fn read_object(client: &Client, bucket: &str, key: &str) -> Option<Vec<u8>> {
+    let mut attempt = 1;
+    loop {
+        let sent = client.get_object().bucket(bucket).key(key).send().await;
+        let r = match sent {
+            Ok(r) => r,
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_no_such_key()) => return None,
+            Err(e) => panic!(
+                "GetObject {key}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            ),
+        };
+        match r.body.collect().await {
+            Ok(body) => return Some(body.into_bytes().to_vec()),
+            Err(e) if attempt < 3 => {
+                eprintln!("reading the body of {key} failed ({e:?}); reading it again");
+                attempt += 1;
+            }
+            Err(e) => panic!("reading the body of {key}: {e:?}"),
         }
     }
 }
@@ -509,6 +541,23 @@ pub fn checkpoint_sha(w: &World, key: &str) -> Option<String> {
 }
 
 impl World {
+    /// Every file under the lake's folder `zone` (hidden ones included, sub-folders
+    /// walked), as paths relative to it: what a reader granted that zone sees.
+    pub fn zone_files(&self, zone: &str) -> std::collections::BTreeSet<String> {
+        match &self.s3 {
+            None => {
+                let mut out = BTreeMap::new();
+                let root = self.lake_dir().join(zone);
+                walk(&root, &root, &mut out);
+                out.into_keys().collect()
+            }
+            Some(_) => self
+                .bucket_objects(&format!("{LAKE_PREFIX}/{zone}/"))
+                .into_keys()
+                .collect(),
+        }
+    }
+
     /// The raw S3 side of an S3 world (runtime, admin client, bucket), for tests
     /// that set up or inspect objects the helpers above do not cover.
     pub fn s3_parts(&self) -> Option<(&tokio::runtime::Runtime, &Client, &str)> {

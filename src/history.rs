@@ -300,11 +300,35 @@ mod tests {
         assert_eq!(rec.action, "published");
     }
 
-    #[test]
-    fn outside_a_trace_nothing_is_collected() {
-        // The drill and tests call the pipeline without a collector: no panic.
-        begin("x");
+    /// Calls made outside a trace (the drill's in-process helpers, a task spawned out
+    /// of the traced future) neither panic nor reach a collector that is running.
+    #[tokio::test]
+    async fn outside_a_trace_nothing_is_collected() {
+        begin("outside");
         lap("lease");
         bytes_in(1);
+        let ((), trace) = traced(async {
+            // A spawned task does not inherit the task-local: its calls go nowhere.
+            tokio::spawn(async {
+                begin("spawned");
+                lap("stream");
+                bytes_in(100);
+                bytes_out(100);
+            })
+            .await
+            .expect("the spawned task ends");
+        })
+        .await;
+        assert_eq!(trace.run_id(), None);
+        let rec = RunRecord::from_trace(
+            &trace,
+            "progress",
+            "a.jsonl",
+            "r-1",
+            serde_json::json!({"action": "published"}),
+            None,
+        );
+        assert!(rec.stages.is_empty(), "no stage recorded: {:?}", rec.stages);
+        assert_eq!((rec.bytes_in, rec.bytes_out), (0, 0));
     }
 }

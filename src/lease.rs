@@ -546,7 +546,14 @@ mod tests {
         )
         .await
         .expect("the landed takeover is recognised as ours");
-        lease.ensure_held().unwrap();
+        assert!(lease.ensure_held().is_ok(), "the lease is held");
+        let stored = LocalStore::new(dir.path())
+            .get_small("l.lock")
+            .await
+            .unwrap()
+            .expect("the lease record");
+        let v: serde_json::Value = serde_json::from_slice(&stored.bytes).unwrap();
+        assert_eq!(v["run_id"], "me", "the takeover landed: {v}");
     }
 
     #[tokio::test]

@@ -554,7 +554,20 @@ mod tests {
         let RunPlan::Single(c) = run.plan().unwrap() else {
             panic!("not a single-input run")
         };
-        // Whole structs: a setting added later and not forwarded fails here.
+        // Each value given to the drill arrives in the child as given...
+        let s3 = &c.s3;
+        assert!(s3.force_path_style);
+        assert_eq!(s3.part_size, 7 << 20);
+        assert_eq!(s3.upload_concurrency, 3);
+        assert_eq!(s3.copy_threshold, 12345);
+        assert_eq!(s3.max_attempts, 4);
+        assert_eq!(s3.operation_timeout, std::time::Duration::from_secs(99));
+        assert_eq!(s3.attempt_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(s3.read_timeout, std::time::Duration::from_secs(17));
+        assert_eq!(s3.conditional_copy, ConditionalCopy::Off);
+        assert_eq!(s3.request_checksum, Some(ChecksumMode::WhenRequired));
+        assert_eq!(s3.response_checksum, Some(ChecksumMode::WhenRequired));
+        // ...and whole structs: a setting added later and not forwarded fails here.
         assert_eq!(c.s3, d.s3);
     }
 }

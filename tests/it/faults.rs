@@ -678,7 +678,7 @@ fn complete_error_in_200_always(server: Server) {
 /// CompleteMultipartUpload is performed but its answer is lost (reset): the SDK
 /// retries Complete on an upload that is already complete.
 fn complete_answer_lost_once(server: Server) {
-    check(
+    let done = check(
         server,
         Case::new(
             "complete-ack-lost",
@@ -689,6 +689,9 @@ fn complete_answer_lost_once(server: Server) {
             Outcome::Succeeds,
         ),
     );
+    // Lost once, then retried: the fault fired once and the retry reached the server.
+    assert_eq!(done.fired(), 1, "{}", done.context());
+    assert_eq!(done.matched(), 2, "{}", done.context());
 }
 
 /// CopyObject answers 200 with an InternalError body on every attempt (never
@@ -768,7 +771,7 @@ fn copy_done_but_error_in_200_always(server: Server) {
 /// CopyObject is performed but its answer is lost (reset): the retried copy is
 /// idempotent, success.
 fn copy_answer_lost_once(server: Server) {
-    check(
+    let done = check(
         server,
         Case::new(
             "copy-ack-lost",
@@ -779,6 +782,9 @@ fn copy_answer_lost_once(server: Server) {
             Outcome::Succeeds,
         ),
     );
+    // Lost once, then retried: the fault fired once and the retry reached the server.
+    assert_eq!(done.fired(), 1, "{}", done.context());
+    assert_eq!(done.matched(), 2, "{}", done.context());
 }
 
 /// CopyObject is performed but its answer stalls after the status line and headers
@@ -904,7 +910,7 @@ fn checkpoint_put_answer_lost_once(server: Server) {
 /// answer is lost: the retry gets 412 against the run's own lease. The run must
 /// recognise its own lease (same run id) instead of exiting busy against itself.
 fn lease_create_answer_lost_once(server: Server) {
-    check(
+    let done = check(
         server,
         Case::new(
             "lease-ack-lost",
@@ -917,6 +923,9 @@ fn lease_create_answer_lost_once(server: Server) {
             Outcome::Succeeds,
         ),
     );
+    // Lost once, then retried: the fault fired once and the retry reached the server.
+    assert_eq!(done.fired(), 1, "{}", done.context());
+    assert_eq!(done.matched(), 2, "{}", done.context());
 }
 
 /// A lease renewal (`If-Match: <etag>`) is performed but its answer is lost: the

@@ -2,97 +2,12 @@
 //! readers see. Interleavings are driven by the binary's pause points (it stops at a
 //! named point, says so on stderr and waits for a line on stdin), never by sleeps.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Stdio};
-use std::thread::JoinHandle;
-
 use crate::support::*;
 
 const NAME: &str = "progress-2026-03-07.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-07.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-07.jsonl.json";
 const LOCK: &str = "locks/progress/progress-2026-03-07.jsonl.lock";
-
-/// A run stopped at a pause point, with its stderr drained on a thread that also
-/// hands each line over, so a test can wait for what the run says.
-struct Paused {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    stderr: JoinHandle<String>,
-    stdout: JoinHandle<String>,
-}
-
-impl Paused {
-    /// Start `landing run` with `LANDING_PAUSE_AT=point` and wait until it is there.
-    fn start(w: &World, input: &str, point: &str, env: &[(&str, &str)]) -> Paused {
-        let lake = w.lake_arg();
-        let mut all_env = vec![("LANDING_PAUSE_AT", point)];
-        all_env.extend_from_slice(env);
-        let mut cmd = w.command(&["run", "--input", input, "--lake", &lake], &all_env);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn landing");
-        let (tx, lines) = std::sync::mpsc::channel();
-        let err = child.stderr.take().expect("stderr");
-        let stderr = std::thread::spawn(move || {
-            let mut all = String::new();
-            for line in BufReader::new(err).lines() {
-                let line = line.unwrap_or_default();
-                let _ = tx.send(line.clone());
-                all.push_str(&line);
-                all.push('\n');
-            }
-            all
-        });
-        let mut out = child.stdout.take().expect("stdout");
-        let stdout = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            s
-        });
-        let paused = Paused {
-            child,
-            lines,
-            stderr,
-            stdout,
-        };
-        paused.wait_for_line("landing: paused at");
-        paused
-    }
-
-    /// Block until the run writes a stderr line containing `needle`; fail if it exits
-    /// first.
-    fn wait_for_line(&self, needle: &str) {
-        for line in self.lines.iter() {
-            if line.contains(needle) {
-                return;
-            }
-        }
-        panic!("the run ended without saying {needle:?}");
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill failed");
-    }
-
-    /// Let the run go on and collect its outcome.
-    fn finish(mut self) -> Run {
-        if let Some(mut stdin) = self.child.stdin.take() {
-            let _ = stdin.write_all(b"\n");
-        }
-        let status = self.child.wait().expect("wait");
-        let stdout = self.stdout.join().unwrap_or_default();
-        let stderr = self.stderr.join().unwrap_or_default();
-        Run::from_output(std::process::Output {
-            status,
-            stdout: stdout.into_bytes(),
-            stderr: stderr.into_bytes(),
-        })
-    }
-}
 
 fn lease_is_free(w: &World) -> bool {
     w.get(LOCK)
@@ -104,14 +19,23 @@ fn published(w: &World) -> (Vec<u8>, String) {
     (raw, checkpoint_sha(w, CKPT).expect("checkpoint"))
 }
 
+/// What the late-promotion interleaving leaves: both inputs' bytes, what readers saw
+/// once B had published, and how A ended.
+struct LatePromotion {
+    w: World,
+    input: String,
+    a_in: Vec<u8>,
+    b_in: Vec<u8>,
+    after_b: (Vec<u8>, String),
+    a: Run,
+}
+
 /// Run A decides while raw is absent and stops right before its promotion; its lease
-/// is then lost (removed) and run B publishes and checkpoints other bytes. When A
-/// goes on, its promotion must not replace B's publish where the store can fence a
-/// copy (local, SeaweedFS), and A exits 75 without touching B's checkpoint. Where
-/// copies cannot be fenced (moto ignores the condition, LocalStack corrupts), the
-/// late copy lands, the checkpoint's compare-and-swap still refuses A, and the next
-/// run sees the mismatch and repairs the publish: the documented unfenced window.
-fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
+/// is then lost (removed) and run B publishes and checkpoints other bytes. A then
+/// goes on. On every store the checkpoint's compare-and-swap refuses A: it exits 75
+/// with `conflict` and leaves B's checkpoint alone. What A's promotion does to B's
+/// publish depends on whether the store fences a copy; each test asserts its side.
+fn late_promotion(kind: Kind) -> LatePromotion {
     let w = World::new(kind, "late-promote");
     let a_in = generated(2_000, 31);
     let b_in = generated(2_500, 32);
@@ -124,6 +48,7 @@ fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
     assert_eq!(b.code, Some(0), "{}", b.stderr);
     assert_eq!(b.action(), "published");
     let after_b = published(&w);
+    assert_eq!(after_b.0, clean_output(NAME, &b_in), "B's publish");
     let a = a.finish();
     assert_eq!(
         a.code,
@@ -137,34 +62,87 @@ fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
         Some(sha256(&b_in).as_str()),
         "A touched B's checkpoint"
     );
-    // moto ignores copy conditions; LocalStack's are unsafe, so the job sends none.
-    let fenced = !matches!(kind, Kind::S3(Server::Moto | Server::Localstack));
-    if fenced {
-        assert_eq!(
-            published(&w),
-            after_b,
-            "a late promotion replaced B's publish"
-        );
-        assert!(
-            a.stderr.contains("changed since this run decided"),
-            "{}",
-            a.stderr
-        );
-    } else {
-        assert_eq!(
-            w.get(RAW).unwrap(),
-            clean_output(NAME, &a_in),
-            "moto copies anyway"
-        );
-        let repair = w.run(&input, &[]);
-        assert_eq!(repair.code, Some(0), "{}", repair.stderr);
-        assert_eq!(
-            repair.action(),
-            "published",
-            "the mismatch must be republished"
-        );
+    LatePromotion {
+        w,
+        input,
+        a_in,
+        b_in,
+        after_b,
+        a,
     }
+}
+
+/// Where the store fences a copy (local, SeaweedFS), A's late promotion is refused:
+/// B's publish and checkpoint stay exactly as B left them.
+fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
+    let LatePromotion {
+        w,
+        b_in,
+        after_b,
+        a,
+        ..
+    } = late_promotion(kind);
+    assert!(
+        a.stderr.contains("changed since this run decided"),
+        "the promotion itself must be refused: {}",
+        a.stderr
+    );
+    assert!(
+        !a.stderr.contains("promotion is not fenced"),
+        "this store fences copies: {}",
+        a.stderr
+    );
+    assert_eq!(
+        published(&w),
+        after_b,
+        "a late promotion replaced B's publish"
+    );
     assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &b_in));
+}
+
+/// Where copies cannot be fenced (moto ignores the condition; LocalStack's would
+/// corrupt, so the job sends none), A says so, its late copy lands over B's publish,
+/// and only the checkpoint refuses A: the documented unfenced window. The
+/// checkpoint still names B's input, so the next run sees the mismatch and repairs
+/// the publish.
+fn late_promotion_lands_unfenced_and_the_next_run_repairs_it(kind: Kind) {
+    let LatePromotion {
+        w,
+        input,
+        a_in,
+        b_in,
+        after_b,
+        a,
+    } = late_promotion(kind);
+    assert!(
+        a.stderr.contains("promotion is not fenced"),
+        "A must say its promotion is not fenced: {}",
+        a.stderr
+    );
+    assert!(
+        !a.stderr.contains("changed since this run decided"),
+        "an unfenced promotion is not refused: {}",
+        a.stderr
+    );
+    assert_eq!(
+        w.get(RAW).unwrap(),
+        clean_output(NAME, &a_in),
+        "the late copy lands where copies are not fenced"
+    );
+    assert_ne!(w.get(RAW).unwrap(), after_b.0);
+    let repair = w.run(&input, &[]);
+    assert_eq!(repair.code, Some(0), "{}", repair.stderr);
+    assert_eq!(
+        repair.action(),
+        "published",
+        "the mismatch must be republished"
+    );
+    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &b_in));
+    assert_eq!(
+        checkpoint_sha(&w, CKPT).as_deref(),
+        Some(sha256(&b_in).as_str())
+    );
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
 }
 
 /// A validation worker that panics mid-file fails the run: nothing is published or
@@ -193,6 +171,9 @@ fn sigterm_before_publish_leaves_nothing(kind: Kind) {
     let input = w.put_input(NAME, &body);
     let run = Paused::start(&w, &input, "mid-stream", &[]);
     run.signal(libc::SIGTERM);
+    // Let it go on only once it took the signal in: let go earlier, it could finish
+    // its staging before the signal reaches it.
+    run.wait_for_line("interrupted before the publish");
     let r = run.finish();
     assert_eq!(r.code, Some(143), "{}", r.stderr);
     assert_eq!(r.action(), "interrupted");
@@ -255,7 +236,8 @@ fn a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names(kind: Kind) {
 
 matrix! {
     a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names: [local, seaweed, moto, localstack];
-    late_promotion_never_replaces_a_newer_publish: [local, seaweed, moto, localstack];
+    late_promotion_never_replaces_a_newer_publish: [local, seaweed];
+    late_promotion_lands_unfenced_and_the_next_run_repairs_it: [moto, localstack];
     a_failed_worker_publishes_nothing: [local, seaweed, moto, localstack];
     sigterm_before_publish_leaves_nothing: [local, seaweed, moto, localstack];
     signal_during_publish_finishes_the_checkpoint: [local, seaweed, moto, localstack];
@@ -268,6 +250,7 @@ fn sigint_exits_130() {
     let input = w.put_input(NAME, &generated(30_000, 36));
     let run = Paused::start(&w, &input, "mid-stream", &[]);
     run.signal(libc::SIGINT);
+    run.wait_for_line("interrupted before the publish");
     let r = run.finish();
     assert_eq!(r.code, Some(130), "{}", r.stderr);
     assert_eq!(r.action(), "interrupted");
@@ -405,12 +388,4 @@ fn conditional_copy_on_needs_a_fencing_store() {
     let input = weed.put_input(NAME, &generated(10, 43));
     let r = weed.run(&input, &["--s3-conditional-copy", "on"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-}
-
-impl Paused {
-    /// Wait until the run logged `needle` (it is still paused), then let it go on.
-    fn finish_after_log(self, needle: &str) -> Run {
-        self.wait_for_line(needle);
-        self.finish()
-    }
 }

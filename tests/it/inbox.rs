@@ -2,9 +2,10 @@
 //! `landing status` and `landing verify`, through the built binary, each body on a
 //! local lake, SeaweedFS and moto (DESIGN.md sections 6 and 7).
 //!
-//! "Not read" is proven, not inferred: on S3 every request goes through the fault
-//! proxy, which counts GetObject calls on the inbox and fails them all; on a local
-//! inbox an inotify watch on the folder records every open of an input.
+//! Reads are counted, not inferred, on every backend: on S3 the run goes through the
+//! proxy, which counts GetObject calls per input (and, to prove "not read", fails
+//! them all); on a local inbox an inotify watch on the folder counts every open of an
+//! input.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -148,57 +149,82 @@ fn run_records(w: &World, name: &str) -> Vec<Value> {
 
 // ------------------------------------------------------------ read watchers
 
-/// Records which inputs a run opened: inotify on a local inbox, the proxy on S3
-/// (where every GetObject on the inbox is also made to fail).
+/// Counts how often a run read each input: inotify on a local inbox, the proxy on S3.
+/// [`Watch::failing`] proves "not read" (on S3 every GetObject on the inbox also
+/// fails, so no read can pass unnoticed); [`Watch::counting`] forwards every request
+/// and only counts, for runs that must read.
 enum Watch {
     Local(Inotify),
-    S3(Proxy),
+    S3 { proxy: Proxy, failing: bool },
 }
 
 impl Watch {
-    fn start(w: &World) -> Watch {
+    fn failing(w: &World) -> Watch {
+        Watch::start(w, true)
+    }
+
+    fn counting(w: &World) -> Watch {
+        Watch::start(w, false)
+    }
+
+    fn start(w: &World, failing: bool) -> Watch {
         match w.server() {
             None => Watch::Local(Inotify::new(&w.tmp.path().join("inbox"))),
             Some(server) => {
                 let proxy = Proxy::start(&server.endpoint());
-                proxy.arm(
-                    Rule::new(
-                        Match::op(Op::GetObject).key_under("inbox/"),
-                        Fault::InternalError,
-                    )
-                    .always(),
-                );
-                Watch::S3(proxy)
+                if failing {
+                    proxy.arm(
+                        Rule::new(
+                            Match::op(Op::GetObject).key_under("inbox/"),
+                            Fault::InternalError,
+                        )
+                        .always(),
+                    );
+                }
+                Watch::S3 { proxy, failing }
             }
         }
     }
 
-    /// Environment routing the job through the proxy (S3), nothing locally.
+    /// Environment routing the job through the proxy (S3), nothing locally. A failing
+    /// watch also makes each request a single attempt.
     fn env(&self) -> Vec<(String, String)> {
         match self {
             Watch::Local(_) => Vec::new(),
-            Watch::S3(p) => vec![
-                ("AWS_ENDPOINT_URL".into(), p.url()),
-                ("LANDING_S3_MAX_ATTEMPTS".into(), "1".into()),
-            ],
+            Watch::S3 { proxy, failing } => {
+                let mut env = vec![("AWS_ENDPOINT_URL".into(), proxy.url())];
+                if *failing {
+                    env.push(("LANDING_S3_MAX_ATTEMPTS".into(), "1".into()));
+                }
+                env
+            }
         }
     }
 
-    /// Names of the inputs opened (local) or fetched (S3) so far.
-    fn reads(&mut self) -> BTreeSet<String> {
+    /// How many times each input was opened (local) or fetched (S3) so far; inputs
+    /// never read are absent.
+    fn reads(&mut self) -> BTreeMap<String, usize> {
         match self {
             Watch::Local(i) => i.opened(),
-            Watch::S3(p) => p
-                .seen()
-                .into_iter()
-                .filter(|s| s.op == Op::GetObject && s.key.starts_with("inbox/"))
-                .map(|s| s.key.trim_start_matches("inbox/").to_owned())
-                .collect(),
+            Watch::S3 { proxy, .. } => {
+                let mut n = BTreeMap::new();
+                for s in proxy.seen() {
+                    if let (Op::GetObject, Some(name)) = (s.op, s.key.strip_prefix("inbox/")) {
+                        *n.entry(name.to_owned()).or_default() += 1;
+                    }
+                }
+                n
+            }
         }
     }
 }
 
-/// An inotify watch on one folder: the names of files opened in it.
+/// Each of `names` read exactly once.
+fn each_once(names: impl IntoIterator<Item = String>) -> BTreeMap<String, usize> {
+    names.into_iter().map(|n| (n, 1)).collect()
+}
+
+/// An inotify watch on one folder: the files opened in it.
 struct Inotify {
     fd: i32,
 }
@@ -211,14 +237,15 @@ impl Inotify {
             let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
             assert!(fd >= 0, "inotify_init1");
             let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
-            let wd = libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_OPEN | libc::IN_ACCESS);
+            let wd = libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_OPEN);
             assert!(wd >= 0, "inotify_add_watch {}", dir.display());
             Inotify { fd }
         }
     }
 
-    fn opened(&mut self) -> BTreeSet<String> {
-        let mut names = BTreeSet::new();
+    /// How many times each file was opened since the last call.
+    fn opened(&mut self) -> BTreeMap<String, usize> {
+        let mut names = BTreeMap::new();
         let mut buf = vec![0u8; 64 << 10];
         loop {
             // SAFETY: buf is writable for its length.
@@ -234,8 +261,10 @@ impl Inotify {
                     unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
                 let name = &buf[at + header..at + header + ev.len as usize];
                 let name = name.split(|&b| b == 0).next().unwrap_or_default();
-                if !name.is_empty() {
-                    names.insert(String::from_utf8_lossy(name).into_owned());
+                if !name.is_empty() && ev.mask & libc::IN_OPEN != 0 {
+                    *names
+                        .entry(String::from_utf8_lossy(name).into_owned())
+                        .or_default() += 1;
                 }
                 at += header + ev.len as usize;
             }
@@ -310,7 +339,7 @@ fn inbox_lands_each_input_and_reports_totals(kind: Kind) {
 }
 
 /// An unchanged inbox is skipped from one listing: no input is read, nothing but
-/// run records is written. `--rehash` reads every input and still skips.
+/// run records is written. `--rehash` reads every input once and still skips.
 fn unchanged_inbox_skips_without_reading(kind: Kind) {
     let w = World::new(kind, "inbox-cheap");
     for i in 1..=3 {
@@ -320,14 +349,14 @@ fn unchanged_inbox_skips_without_reading(kind: Kind) {
     assert_eq!(first.run.code, Some(0), "{}", first.ctx());
     let before = w.snapshot_all();
 
-    let mut watch = Watch::start(&w);
+    let mut watch = Watch::failing(&w);
     let env = watch.env();
     let r = inbox_run(&w, &["--jobs", "2"], &env_refs(&env));
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(totals(&r), [3, 0, 3, 0, 0, 0], "{}", r.ctx());
     assert_eq!(
         watch.reads(),
-        BTreeSet::new(),
+        BTreeMap::new(),
         "inputs were read\n{}",
         r.ctx()
     );
@@ -349,24 +378,27 @@ fn unchanged_inbox_skips_without_reading(kind: Kind) {
     assert_eq!(rec["bytes_in"], 0);
 
     // --rehash reads each input once, and still skips.
-    let env = match &watch {
-        Watch::S3(_) => Vec::new(),
-        Watch::Local(_) => env,
-    };
+    let mut watch = Watch::counting(&w);
+    let env = watch.env();
     let r = inbox_run(&w, &["--rehash"], &env_refs(&env));
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(totals(&r), [3, 0, 3, 0, 0, 0], "{}", r.ctx());
-    if let Watch::Local(_) = watch {
-        assert_eq!(watch.reads().len(), 3, "--rehash reads every input");
-    }
+    assert_eq!(
+        watch.reads(),
+        each_once((1..=3).map(day)),
+        "--rehash reads every input once\n{}",
+        r.ctx()
+    );
 }
 
-/// A checkpoint written before the input's identity was recorded still works: the
-/// input is read once (skipped by hash) and the checkpoint upgraded; the next run
-/// reads nothing.
+/// A checkpoint written before the input's identity was recorded still works: that
+/// input, and only it, is read once (skipped by hash) and its checkpoint upgraded;
+/// the others are skipped unread; the next run reads nothing.
 fn old_checkpoint_is_read_once_and_upgraded(kind: Kind) {
     let w = World::new(kind, "inbox-upgrade");
-    put_inbox(&w, &day(1), &input_bytes(1));
+    for i in 1..=3 {
+        put_inbox(&w, &day(i), &input_bytes(i));
+    }
     assert_eq!(inbox_run(&w, &[], &[]).run.code, Some(0));
     let ckpt = format!("checkpoints/progress/{}.json", day(1));
     let mut c: serde_json::Map<String, Value> =
@@ -375,27 +407,33 @@ fn old_checkpoint_is_read_once_and_upgraded(kind: Kind) {
     c.retain(|k, _| !k.starts_with("input_") || k == "input_name" || k == "input_sha256");
     w.put(&ckpt, &serde_json::to_vec_pretty(&c).unwrap());
 
-    let mut watch = Watch::start(&w);
-    let env = match &watch {
-        // The upgrade run must be able to read the input.
-        Watch::S3(_) => Vec::new(),
-        Watch::Local(_) => watch.env(),
-    };
+    // The upgrade run must be able to read the input: count, do not fail.
+    let mut watch = Watch::counting(&w);
+    let env = watch.env();
     let r = inbox_run(&w, &[], &env_refs(&env));
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
-    assert_eq!(r.action(&day(1)), "skipped", "{}", r.ctx());
-    if let Watch::Local(_) = watch {
-        assert_eq!(watch.reads(), BTreeSet::from([day(1)]), "read once");
-    }
+    assert_eq!(totals(&r), [3, 0, 3, 0, 0, 0], "{}", r.ctx());
+    assert_eq!(
+        watch.reads(),
+        each_once([day(1)]),
+        "only the input whose checkpoint needs the upgrade is read, once\n{}",
+        r.ctx()
+    );
     let up: Value = serde_json::from_slice(&w.get(&ckpt).unwrap()).unwrap();
     assert_eq!(up["input_size"], input_bytes(1).len(), "upgraded: {up}");
     assert_eq!(up["input_sha256"], sha256(&input_bytes(1)));
 
+    let mut watch = Watch::failing(&w);
     let env = watch.env();
     let r = inbox_run(&w, &[], &env_refs(&env));
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
-    assert_eq!(r.action(&day(1)), "skipped");
-    assert_eq!(watch.reads(), BTreeSet::new(), "after the upgrade, no read");
+    assert_eq!(totals(&r), [3, 0, 3, 0, 0, 0], "{}", r.ctx());
+    assert_eq!(
+        watch.reads(),
+        BTreeMap::new(),
+        "after the upgrade, no read\n{}",
+        r.ctx()
+    );
 }
 
 /// Three shards over one inbox land every input exactly once; a shard run twice
@@ -429,61 +467,128 @@ fn three_shards_land_every_input_once(kind: Kind) {
     assert_eq!(totals(&again)[0], totals(&again)[2]);
 }
 
-/// Two overlapping shard sets (halves and thirds) run at the same time: each input
-/// is still published exactly once; the overlap is skipped or busy, never doubled.
+/// The shard (of `count`) that takes `name`: the fixed shard hash (DESIGN.md section
+/// 6), the first 8 bytes of the name's SHA-256, big-endian, modulo the count.
+fn shard_of(name: &str, count: u64) -> u64 {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(name.as_bytes());
+    u64::from_be_bytes(d[..8].try_into().unwrap()) % count
+}
+
+/// The inputs whose lease is held now (neither released nor expired).
+fn held_leases(w: &World) -> BTreeSet<String> {
+    w.zone_files("locks")
+        .into_iter()
+        .filter_map(|f| {
+            let name = f.strip_prefix("progress/")?.strip_suffix(".lock")?;
+            Some(name.to_owned())
+        })
+        .filter(|n| {
+            w.get(&format!("locks/progress/{n}.lock"))
+                .is_some_and(|b| !landing::lease::Lease::is_free(&b))
+        })
+        .collect()
+}
+
+/// Two overlapping shard sets (halves and thirds) at once land each input exactly
+/// once, and the overlap is certain. Run A (shard 0/2, one input at a time) is paused
+/// mid-stream, holding the lease of one input; run B, over the third that holds that
+/// input, meanwhile answers busy (exit 75) for exactly that input and lands the rest
+/// of its third. A then goes on: it publishes its input and skips those B landed. A
+/// last run lands what neither set covers. No input is published twice.
 fn overlapping_shard_sets_land_each_input_once(kind: Kind) {
     let w = World::new(kind, "inbox-overlap");
     let names: BTreeSet<String> = (1..=12).map(day).collect();
     for i in 1..=12 {
         put_inbox(&w, &day(i), &input_bytes(i));
     }
+    let shard = |n: u64, i: u64| -> BTreeSet<String> {
+        names
+            .iter()
+            .filter(|name| shard_of(name, n) == i)
+            .cloned()
+            .collect()
+    };
+    let halves = shard(2, 0);
     let inbox = inbox_arg(&w);
     let lake = w.lake_arg();
-    let spawn = |shard: &str| {
-        w.command(
-            &[
-                "run", "--inbox", &inbox, "--lake", &lake, "--shard", shard, "--jobs", "2",
-            ],
-            &[],
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn")
-    };
-    let a = spawn("0/2");
-    let b = spawn("0/3");
-    let ra = parse_inbox(Run::from_output(a.wait_with_output().unwrap()));
-    let rb = parse_inbox(Run::from_output(b.wait_with_output().unwrap()));
-    for r in [&ra, &rb] {
-        assert!(
-            matches!(r.run.code, Some(0) | Some(75)),
-            "exit {:?}\n{}",
-            r.run.code,
-            r.ctx()
-        );
-        assert_eq!(totals(r)[5], 0, "{}", r.ctx());
+    let a = Paused::start_args(
+        &w,
+        &[
+            "run", "--inbox", &inbox, "--lake", &lake, "--shard", "0/2", "--jobs", "1",
+        ],
+        "mid-stream",
+        &[],
+    );
+    let held = held_leases(&w);
+    assert_eq!(held.len(), 1, "A runs one input at a time: {held:?}");
+    let held = held.into_iter().next().unwrap();
+    assert!(
+        halves.contains(&held),
+        "{held} is not in A's shard {halves:?}"
+    );
+    let third = shard_of(&held, 3);
+    let thirds = shard(3, third);
+
+    let b = inbox_run(&w, &["--shard", &format!("{third}/3"), "--jobs", "2"], &[]);
+    assert_eq!(b.run.code, Some(75), "B meets A's lease\n{}", b.ctx());
+    assert_eq!(
+        b.names_with("busy"),
+        BTreeSet::from([held.clone()]),
+        "{}",
+        b.ctx()
+    );
+    let b_published = b.names_with("published");
+    let b_rest: BTreeSet<String> = thirds.iter().filter(|n| **n != held).cloned().collect();
+    assert_eq!(b_published, b_rest, "{}", b.ctx());
+    let n = thirds.len() as u64;
+    assert_eq!(totals(&b), [n, n - 1, 0, 0, 1, 0], "{}", b.ctx());
+
+    let a = parse_inbox(a.finish());
+    assert_eq!(a.run.code, Some(0), "{}", a.ctx());
+    assert_eq!(
+        a.by_name.keys().cloned().collect::<BTreeSet<_>>(),
+        halves,
+        "{}",
+        a.ctx()
+    );
+    for name in &halves {
+        let want = if b_published.contains(name) {
+            "skipped"
+        } else {
+            "published"
+        };
+        assert_eq!(a.action(name), want, "A on {name}\n{}", a.ctx());
     }
-    let both: Vec<String> = ra
-        .names_with("published")
-        .into_iter()
-        .chain(rb.names_with("published"))
-        .collect();
-    let distinct: BTreeSet<String> = both.iter().cloned().collect();
-    assert_eq!(both.len(), distinct.len(), "published twice: {both:?}");
-    // Everything the two sets cover is landed; a busy one lands on the next run.
+    let a_published = a.names_with("published");
+    assert!(a_published.contains(&held), "{}", a.ctx());
+
     let rest = inbox_run(&w, &[], &[]);
     assert_eq!(rest.run.code, Some(0), "{}", rest.ctx());
-    let all: BTreeSet<String> = distinct
-        .union(&rest.names_with("published"))
-        .cloned()
-        .collect();
-    assert_eq!(all, names);
-    assert!(
-        rest.names_with("published").is_disjoint(&distinct),
+    let rest_published = rest.names_with("published");
+    let covered: BTreeSet<String> = halves.union(&thirds).cloned().collect();
+    assert_eq!(
+        rest_published,
+        names.difference(&covered).cloned().collect(),
         "{}",
         rest.ctx()
     );
+    let all: Vec<&String> = a_published
+        .iter()
+        .chain(&b_published)
+        .chain(&rest_published)
+        .collect();
+    assert_eq!(all.len(), names.len(), "published twice: {all:?}");
+    assert_eq!(all.into_iter().cloned().collect::<BTreeSet<_>>(), names);
+    for i in 1..=12 {
+        assert_eq!(
+            checkpoint_sha(&w, &format!("checkpoints/progress/{}.json", day(i))).as_deref(),
+            Some(sha256(&input_bytes(i)).as_str()),
+            "{}",
+            day(i)
+        );
+    }
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
 }
 
 /// A held lease (busy) and a corrupt checkpoint (failed) do not stop the other
@@ -624,8 +729,7 @@ fn verify_finds_each_drift_kind(kind: Kind) {
     w.put(&raw(2), b"{}\n");
     let mut same = w.get(&raw(3)).unwrap();
     same[10] = if same[10] == b'1' { b'2' } else { b'1' };
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    w.put(&raw(3), &same);
+    w.rewrite_in_place(&raw(3), &same);
     // 4: the checkpoint names another lake.
     let mut m = serde_json::Map::new();
     m.insert(
@@ -903,10 +1007,10 @@ fn single_input_run_records_history_and_identity() {
     let recs = run_records(&w, &day(1));
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0]["run_id"], r.summary.as_ref().unwrap()["run_id"]);
-    let mut watch = Watch::start(&w);
+    let mut watch = Watch::failing(&w);
     let ir = inbox_run(&w, &[], &[]);
     assert_eq!(ir.action(&day(1)), "skipped", "{}", ir.ctx());
-    assert_eq!(watch.reads(), BTreeSet::new());
+    assert_eq!(watch.reads(), BTreeMap::new());
 }
 
 /// SIGTERM during an inbox run: no input is started after it, the totals line says

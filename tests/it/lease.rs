@@ -51,24 +51,69 @@ fn expired_lease_is_taken_over(kind: Kind) {
     assert!(lease_is_free(&w), "the lease is released at the end");
 }
 
-/// A holder killed mid-run leaves its lease. On a local lake the next run on this
-/// machine sees the holder is gone and takes it over at once, then lands the file. On
-/// S3 the dead holder's last request may still be executing on the server, so the
-/// lease must run out first: the next run is busy.
+/// The lease TTL of the killed-holder test on S3: short, so the takeover comes after
+/// seconds, yet long enough that the run right after the kill (a process start and a
+/// few requests on a loaded machine) surely reads the lease before it expires. The
+/// attempt timeout stays below it, as the job requires.
+const KILLED_HOLDER_LEASE: [(&str, &str); 2] = [
+    ("LANDING_LEASE_TTL", "10"),
+    ("LANDING_S3_ATTEMPT_TIMEOUT", "2"),
+];
+
+/// A holder killed mid-run leaves its lease, and the next run takes it over and lands
+/// the file. On a local lake that run sees the holder is gone and takes it over at
+/// once. On S3 the dead holder's last request may still be executing on the server,
+/// so the lease must run out first: a run before the expiry is busy and leaves the
+/// lease alone; once it ran out, a run takes it over.
 fn killed_holder_lease_is_taken_over(kind: Kind) {
-    let w = World::new(kind, "killed");
-    let input = w.put_input(NAME, &generated(20_000, 5));
+    let mut w = World::new(kind, "killed");
+    if w.is_s3() {
+        w.env.extend(
+            KILLED_HOLDER_LEASE
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+    }
+    let body = generated(20_000, 5);
+    let input = w.put_input(NAME, &body);
     let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-staging")]);
     assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
     assert!(!lease_is_free(&w), "a killed holder leaves its lease");
-    let r = w.run(&input, &[]);
+    let holder = lease_holder(&w);
     if w.is_s3() {
-        assert_eq!(r.code, Some(75), "{}", r.stderr);
-        assert!(w.get(RAW).is_none());
-    } else {
-        assert_eq!(r.code, Some(0), "{}", r.stderr);
-        assert_eq!(r.action(), "published");
+        let busy = w.run(&input, &[]);
+        assert_eq!(
+            busy.code,
+            Some(75),
+            "a run before the expiry must be busy: {}",
+            busy.stderr
+        );
+        assert!(busy.stderr.contains(&holder), "{}", busy.stderr);
+        assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
+        assert_eq!(lease_holder(&w), holder, "a busy run took the lease");
+        w.wait_until_lease_runs_out(LOCK);
     }
+    let r = w.run(&input, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.action(), "published");
+    assert!(r.stderr.contains("took over a stale lease"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&holder),
+        "names the dead holder: {}",
+        r.stderr
+    );
+    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &body));
+    assert_eq!(
+        checkpoint_sha(&w, CKPT).as_deref(),
+        Some(sha256(&body).as_str())
+    );
+    assert!(lease_is_free(&w), "the lease is released at the end");
+}
+
+/// The run id the lease at `LOCK` names.
+fn lease_holder(w: &World) -> String {
+    let v: serde_json::Value = serde_json::from_slice(&w.get(LOCK).expect("a lease")).unwrap();
+    v["run_id"].as_str().expect("run_id").to_owned()
 }
 
 /// Free: absent, or a record released by its holder or expired.
@@ -77,17 +122,51 @@ fn lease_is_free(w: &World) -> bool {
         .is_none_or(|b| landing::lease::Lease::is_free(&b))
 }
 
-/// Two runs of the same input started together, 20 times: exactly one works, the
-/// other exits 75 or skips, and the final state equals a clean run's.
+/// Racing trials of [`overlapping_runs_never_both_work`].
+const TRIALS: usize = 20;
+/// How many of them, at least, must truly overlap (one run answered 75), on every
+/// backend. Measured on a 2-core machine: 18 to 20 of 20 on a local lake (18 with the
+/// whole suite running beside it), 19 to 20 on moto, 20 of 20 on SeaweedFS and
+/// LocalStack. Half the trials, so a loaded machine that starts the second run late
+/// does not fail the test, while a race that is never run does.
+const MIN_OVERLAPPED: usize = TRIALS / 2;
+
+/// Two runs of the same input at once never both work. First a trial where the
+/// overlap is certain: A holds the lease, paused mid-stream, while B runs; B answers
+/// 75 and changes nothing, then A publishes. Then 20 trials of two runs started
+/// together: exactly one publishes, the other exits 75 (they overlapped) or skips
+/// (it came after); at least [`MIN_OVERLAPPED`] of them must overlap, so the race is
+/// really run. Every trial ends in a clean run's state.
 fn overlapping_runs_never_both_work(kind: Kind) {
     let body = generated(3_000, 9);
-    let reference = {
-        let w = World::new(Kind::Local, "overlap-ref");
-        let i = w.put_input(NAME, &body);
-        assert_eq!(w.run(&i, &[]).code, Some(0));
-        w.get(RAW).unwrap()
+    let reference = clean_output(NAME, &body);
+    let clean_end = |w: &World, what: &str| {
+        assert_eq!(w.get(RAW).unwrap(), reference, "{what}");
+        assert_eq!(
+            checkpoint_sha(w, CKPT).as_deref(),
+            Some(sha256(&body).as_str()),
+            "{what}"
+        );
+        assert!(lease_is_free(w), "{what}: lease left behind");
+        assert!(w.leftovers().is_empty(), "{what}: {:?}", w.leftovers());
     };
-    for trial in 0..20 {
+
+    let w = World::new(kind, "overlap-paused");
+    let input = w.put_input(NAME, &body);
+    let a = Paused::start(&w, &input, "mid-stream", &[]);
+    let holder = lease_holder(&w);
+    let b = w.run(&input, &[]);
+    assert_eq!(b.code, Some(75), "B overlaps A: {}", b.stderr);
+    assert!(b.stderr.contains(&holder), "B names A: {}", b.stderr);
+    assert!(w.get(RAW).is_none() && w.get(CKPT).is_none(), "B wrote");
+    assert_eq!(lease_holder(&w), holder, "B touched A's lease");
+    let a = a.finish();
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert_eq!(a.action(), "published");
+    clean_end(&w, "paused trial");
+
+    let mut overlapped = 0;
+    for trial in 0..TRIALS {
         let w = World::new(kind, &format!("overlap{trial}"));
         let input = w.put_input(NAME, &body);
         let spawn = || {
@@ -103,7 +182,7 @@ fn overlapping_runs_never_both_work(kind: Kind) {
             match o.status.code() {
                 Some(0) if stdout.contains("\"action\":\"published\"") => published += 1,
                 Some(0) if stdout.contains("\"action\":\"skipped\"") => {}
-                Some(75) => {}
+                Some(75) => overlapped += 1,
                 other => panic!(
                     "trial {trial}: unexpected {other:?}: {}",
                     String::from_utf8_lossy(&o.stderr)
@@ -111,14 +190,13 @@ fn overlapping_runs_never_both_work(kind: Kind) {
             }
         }
         assert_eq!(published, 1, "trial {trial}: exactly one run publishes");
-        assert_eq!(w.get(RAW).unwrap(), reference, "trial {trial}");
-        assert!(lease_is_free(&w), "trial {trial}: lease left behind");
-        assert!(
-            w.leftovers().is_empty(),
-            "trial {trial}: {:?}",
-            w.leftovers()
-        );
+        clean_end(&w, &format!("trial {trial}"));
     }
+    eprintln!("{kind:?}: {overlapped} of {TRIALS} racing trials overlapped (one run answered 75)");
+    assert!(
+        overlapped >= MIN_OVERLAPPED,
+        "only {overlapped} of {TRIALS} racing trials overlapped (at least {MIN_OVERLAPPED})"
+    );
 }
 
 matrix! {

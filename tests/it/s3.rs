@@ -5,6 +5,7 @@
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 
+use crate::support::proxy::{Op, Proxy};
 use crate::support::*;
 
 fn sample() -> Vec<u8> {
@@ -15,8 +16,9 @@ fn sample() -> Vec<u8> {
     .unwrap()
 }
 
-/// Above the copy threshold the publish uses UploadPartCopy parts; the bytes are
-/// the same as a plain CopyObject's.
+/// Above the copy threshold the publish uses UploadPartCopy parts (counted through a
+/// forwarding proxy: one per 5 MiB, no CopyObject); the bytes are the same as a plain
+/// CopyObject's.
 fn multipart_copy_promotion_publishes_the_same_bytes(server: Server) {
     let body = generated(60_000, 21); // ~12 MiB
     let expected = {
@@ -27,12 +29,29 @@ fn multipart_copy_promotion_publishes_the_same_bytes(server: Server) {
     };
     let w = World::new(Kind::S3(server), "mpc");
     let input = w.put_input("big.jsonl", &body);
-    let r = w.run(
+    let proxy = Proxy::start(&server.endpoint());
+    let url = proxy.url();
+    let r = w.run_env(
         &input,
         &["--s3-part-size-mib", "5", "--s3-copy-threshold", "6291456"],
+        &[("AWS_ENDPOINT_URL", url.as_str())],
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(w.get("raw/progress/big.jsonl").unwrap(), expected);
+    let to_raw = |op: Op| {
+        proxy
+            .seen()
+            .iter()
+            .filter(|s| s.op == op && s.key.ends_with("raw/progress/big.jsonl"))
+            .count()
+    };
+    let parts = expected.len().div_ceil(5 << 20);
+    assert_eq!(
+        (to_raw(Op::UploadPartCopy), to_raw(Op::CopyObject)),
+        (parts, 0),
+        "{}",
+        proxy.report()
+    );
     assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
     assert_eq!(
         w.run(&input, &["--s3-copy-threshold", "6291456"]).action(),

@@ -259,12 +259,6 @@ fn stderr_until(child: &mut Child, marker: &str) -> std::sync::mpsc::Receiver<St
     }
 }
 
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill({}, {sig})", child.id());
-}
-
 /// A pod evicted (SIGTERM: a drain, a preemption) mid-stream stops cleanly, and its
 /// replacement, which podFailurePolicy does not count, lands the input at once.
 fn evicted_pod_recovers_at_once(kind: Kind) {
@@ -280,21 +274,24 @@ fn evicted_pod_recovers_at_once(kind: Kind) {
         assert_eq!(output(&mut job.pod(&w, pod, &input, &[])).code, Some(0));
         let before = w.get(RAW).unwrap();
         put_day(&w, pod, &new);
-        let mut child = job
-            .pod(&w, pod, &input, &[("LANDING_PAUSE_AT", "mid-stream")])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let _lines = stderr_until(&mut child, "paused at MidStream");
-        signal(&child, libc::SIGTERM);
-        drop(child.stdin.take());
-        let status = child.wait().expect("wait");
+        let env = job.pod_env(&w, pod, &input);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let run = Paused::start_args(&w, &["run"], "mid-stream", &env);
+        run.signal(libc::SIGTERM);
+        // Let it go on only once it has taken the signal in (an inbox run twice: the
+        // input's run and the inbox, which stops starting inputs); let go earlier, the
+        // run may finish its staging and publish before the signal reaches it.
+        let mut taken = vec!["interrupted before the publish"];
+        if let Pod::Inbox = pod {
+            taken.push("no further input is started");
+        }
+        run.wait_for_lines(&taken);
+        let stopped = run.finish();
         assert_eq!(
-            status.code(),
+            stopped.code,
             Some(143),
-            "{pod:?}: an evicted run exits 143"
+            "{pod:?}: an evicted run exits 143: {}",
+            stopped.stderr
         );
         assert_eq!(
             w.get(RAW).unwrap(),
@@ -338,28 +335,6 @@ fn short_lease(w: &mut World) -> Duration {
         .unwrap()
         .1;
     Duration::from_secs(ttl.parse().unwrap())
-}
-
-/// Wait until the child is stopped (state `T` in /proc), or fail if it ends first.
-fn wait_stopped(child: &mut Child) {
-    let stat = format!("/proc/{}/stat", child.id());
-    let deadline = Instant::now() + NO_HANG;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            panic!("the run ended ({status}) instead of freezing");
-        }
-        let text = std::fs::read_to_string(&stat).unwrap_or_default();
-        // `pid (comm) S ...`: the state follows the last ')'.
-        let state = text
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next());
-        if state == Some("T") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the run never froze");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A run that another run must get past: it finishes within the bound, answering
@@ -406,7 +381,7 @@ fn frozen_holder_never_blocks_another(kind: Kind, point: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    wait_stopped(&mut frozen);
+    wait_stopped(&mut frozen, NO_HANG);
     let frozen_at = Instant::now();
     let b = other_run_is_not_blocked(&w, &input, "a run while the holder is frozen");
     w.wait_until_lease_runs_out(LOCK);

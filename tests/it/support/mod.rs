@@ -1,11 +1,14 @@
 //! What the test modules share: the backends a body runs on ([`Backend`], [`matrix!`]),
 //! the S3 test servers (`servers`), one test's world of inbox, lake and runs of the
-//! binary (`world`), and the fault-injecting proxy (`proxy`).
+//! binary (`world`), runs stopped at a pause point or frozen, and signals to them
+//! (`paused`), and the fault-injecting proxy (`proxy`).
 
+pub mod paused;
 pub mod proxy;
 pub mod servers;
 pub mod world;
 
+pub use paused::{signal, wait_stopped, Paused};
 pub use servers::{test_s3_config, Server};
 pub use world::*;
 

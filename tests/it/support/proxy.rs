@@ -20,8 +20,9 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Longest request or status line, or header line, the proxy accepts.
 const MAX_LINE: usize = 64 << 10;
@@ -413,8 +414,14 @@ impl fmt::Display for Seen {
 struct State {
     rules: Mutex<Vec<Armed>>,
     seen: Mutex<Vec<Seen>>,
-    /// Open client connections, so dropping the proxy can end stalled ones.
+    /// Open client connections, so dropping the proxy can end stalled ones, and
+    /// [`Proxy::wait_idle`] can tell when none is left. A connection is registered
+    /// before its thread starts and removed when that thread ends, and only ends after
+    /// the answer to each request it forwarded arrived (or its upstream connection
+    /// failed).
     clients: Mutex<HashMap<u64, TcpStream>>,
+    /// Notified whenever `clients` gains or loses a connection.
+    clients_changed: Condvar,
     next_client: AtomicU64,
     stopping: AtomicBool,
 }
@@ -537,6 +544,65 @@ impl Proxy {
             .count()
     }
 
+    /// Wait until no client connection is left, so no request that reached the proxy
+    /// is still on its way to the server or waiting for its answer there: for after
+    /// every client has exited (a live client's keep-alive connection keeps the proxy
+    /// busy). A connection a dead client left in the listen backlog, perhaps with a
+    /// whole request in it, counts too: this first connects a marker and waits until
+    /// the proxy has registered it, and since the kernel hands connections over in
+    /// arrival order, every earlier one is registered by then. Waits on the registry's
+    /// condition variable; panics if it takes longer than `bound`.
+    pub fn wait_idle(&self, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        let marker = TcpStream::connect(self.addr).expect("connect a marker to the proxy");
+        let marker_addr = marker.local_addr().expect("the marker's address");
+        let mut clients = lock(&self.state.clients);
+        while !clients
+            .values()
+            .any(|c| c.peer_addr().is_ok_and(|a| a == marker_addr))
+        {
+            clients = self.wait_for_clients(clients, deadline, bound, "accept the marker");
+        }
+        // The marker sent nothing; its connection ends at this shutdown.
+        let _ = marker.shutdown(Shutdown::Both);
+        drop(marker);
+        while !clients.is_empty() {
+            clients = self.wait_for_clients(clients, deadline, bound, "end every connection");
+        }
+    }
+
+    /// One bounded wait for a change of the connection registry.
+    fn wait_for_clients<'a>(
+        &self,
+        clients: MutexGuard<'a, HashMap<u64, TcpStream>>,
+        deadline: Instant,
+        bound: Duration,
+        what: &str,
+    ) -> MutexGuard<'a, HashMap<u64, TcpStream>> {
+        let open = clients.len();
+        let Some(left) = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+        else {
+            drop(clients);
+            let pending: Vec<String> = self
+                .seen()
+                .iter()
+                .filter(|s| s.status.is_none())
+                .map(|s| format!("  {s}"))
+                .collect();
+            panic!(
+                "the proxy did not {what} within {bound:?}: {open} client connection(s) still \
+                 open; requests without an answer (in flight or cut):\n{}",
+                pending.join("\n")
+            );
+        };
+        self.state
+            .clients_changed
+            .wait_timeout(clients, left)
+            .map_or_else(|e| e.into_inner().0, |(g, _)| g)
+    }
+
     /// A readable log of what the proxy saw, for assertion messages.
     pub fn report(&self) -> String {
         let mut out = String::new();
@@ -574,9 +640,13 @@ fn accept_loop(listener: TcpListener, upstream: String, state: Arc<State>) {
         }
         let Ok(client) = conn else { continue };
         let id = state.next_client.fetch_add(1, Ordering::Relaxed);
-        if let Ok(c) = client.try_clone() {
-            lock(&state.clients).insert(id, c);
-        }
+        // A connection the registry cannot hold is refused: it could neither be ended
+        // when the proxy is dropped nor be waited for by `wait_idle`.
+        let Ok(registered) = client.try_clone() else {
+            continue;
+        };
+        lock(&state.clients).insert(id, registered);
+        state.clients_changed.notify_all();
         let conn_state = state.clone();
         let upstream = upstream.clone();
         let spawned = std::thread::Builder::new()
@@ -587,9 +657,11 @@ fn accept_loop(listener: TcpListener, upstream: String, state: Arc<State>) {
                 let registered = lock(&conn_state.clients).remove(&id);
                 drop(registered);
                 drop(end);
+                conn_state.clients_changed.notify_all();
             });
         if spawned.is_err() {
             lock(&state.clients).remove(&id);
+            state.clients_changed.notify_all();
         }
     }
 }
@@ -663,7 +735,7 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
         }
         debug_assert!(fault.as_ref().is_none_or(Fault::forwards));
         if let Some(Fault::Delay { ms }) = &fault {
-            std::thread::sleep(std::time::Duration::from_millis(*ms));
+            std::thread::sleep(Duration::from_millis(*ms));
         }
 
         // Forward to the server on a fresh connection.

@@ -73,8 +73,15 @@ impl Server {
     /// A raw client for setting up and inspecting buckets (path-style addressing).
     pub async fn admin_client(self) -> Client {
         let sdk = self.sdk_config().await;
+        // Response checksums are not validated: the tests compare the bytes they read
+        // with what they expect, and LocalStack keeps a stale CRC32 on the copy-fence
+        // probe's target after the conditional CopyObject that replaces it, so every
+        // read of that leftover would fail the SDK's check.
         let conf = aws_sdk_s3::config::Builder::from(&sdk)
             .force_path_style(true)
+            .response_checksum_validation(
+                aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
+            )
             .build();
         Client::from_conf(conf)
     }

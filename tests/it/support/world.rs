@@ -269,6 +269,76 @@ impl World {
         }
     }
 
+    /// Replace the local lake file `key` with `bytes` and move its mtime one second on,
+    /// so a same-size rewrite is seen as a change without waiting for the clock; on S3
+    /// a plain put (every PUT gets a new ETag).
+    pub fn rewrite_in_place(&self, key: &str, bytes: &[u8]) {
+        if self.is_s3() {
+            return self.put(key, bytes);
+        }
+        let p = self.lake_dir().join(key);
+        let before = std::fs::metadata(&p)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|e| panic!("mtime of {key}: {e}"));
+        std::fs::write(&p, bytes).unwrap_or_else(|e| panic!("rewriting {key}: {e}"));
+        let f = std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap_or_else(|e| panic!("opening {key}: {e}"));
+        f.set_modified(before + std::time::Duration::from_secs(1))
+            .unwrap_or_else(|e| panic!("setting the mtime of {key}: {e}"));
+    }
+
+    /// What a checkpoint must record of the published object `key`: its size and its
+    /// version marker as the store reports it, as the checkpoint's own JSON fields
+    /// (`published_etag` on S3; `published_mtime_ns`, `published_ino` and
+    /// `published_ctime_ns` on a local lake). `None` if the object is absent; any other
+    /// error fails the test.
+    pub fn published_marker(&self, key: &str) -> Option<(u64, Value)> {
+        match &self.s3 {
+            None => {
+                use std::os::unix::fs::MetadataExt;
+                let md = match std::fs::metadata(self.lake_dir().join(key)) {
+                    Ok(md) => md,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(e) => panic!("stat {key}: {e}"),
+                };
+                let mtime_ns = md.mtime() * 1_000_000_000 + md.mtime_nsec();
+                let ctime_ns = md.ctime() * 1_000_000_000 + md.ctime_nsec();
+                Some((
+                    md.len(),
+                    serde_json::json!({
+                        "published_mtime_ns": mtime_ns,
+                        "published_ino": md.ino(),
+                        "published_ctime_ns": ctime_ns,
+                    }),
+                ))
+            }
+            Some(s) => s.rt.block_on(async {
+                let sent = s
+                    .client
+                    .head_object()
+                    .bucket(&s.bucket)
+                    .key(format!("{LAKE_PREFIX}/{key}"))
+                    .send()
+                    .await;
+                let h = match sent {
+                    Ok(h) => h,
+                    Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => {
+                        return None
+                    }
+                    Err(e) => panic!(
+                        "HeadObject {key}: {}",
+                        aws_sdk_s3::error::DisplayErrorContext(&e)
+                    ),
+                };
+                let size = u64::try_from(h.content_length().unwrap_or(-1))
+                    .unwrap_or_else(|_| panic!("HeadObject {key}: no size"));
+                Some((size, serde_json::json!({ "published_etag": h.e_tag() })))
+            }),
+        }
+    }
+
     pub fn delete(&self, key: &str) {
         match &self.s3 {
             None => std::fs::remove_file(self.lake_dir().join(key)).unwrap(),
@@ -473,9 +543,9 @@ impl World {
 }
 
 /// The bytes of S3 object `key`, `None` only for NoSuchKey; any other error fails the
-/// test. A body that breaks after the response head (LocalStack serves a body whose
-/// CRC32 disagrees with its checksum header when it is read while being overwritten,
-/// as a lease is) is read again, at most three times, as the job's own small reads are.
+/// test. A body that breaks after the response head (seen on LocalStack with a lease
+/// that a killed run's last request was still overwriting) is read again, at most
+/// three times, as the job's own small reads are.
 async fn read_object(client: &Client, bucket: &str, key: &str) -> Option<Vec<u8>> {
     let mut attempt = 1;
     loop {

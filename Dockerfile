@@ -1,12 +1,14 @@
-# The landing job's container image: `docker build -t landing .`, then
-# `docker run IMAGE run --inbox s3://… --lake s3://…` reads like the CLI.
+# The landing job's container image. From the repository root:
+#   docker build -t landing .          (or podman build; the release command with
+#                                       its build arguments: docs/deployment.md)
+# then `docker run landing run --inbox s3://… --lake s3://…` reads like the CLI.
 #
 # Two stages: a Rust toolchain compiles a release binary; the runtime holds that
 # binary and the base image's CA certificates and C runtime, nothing else (no shell,
-# no package manager). Both base images are build arguments so that a mirror or a
-# pinned digest can be substituted without editing this file; scripts/test-infra
-# builds this very file with only these two arguments changed (see build_bases()
-# there). COPY --chmod needs BuildKit (Docker 23+ default), buildah or podman.
+# no package manager). Both base images are build arguments, so a mirror or a base
+# pinned by digest can be substituted without editing this file:
+#   --build-arg BUILDER_IMAGE=…  --build-arg RUNTIME_IMAGE=…
+# COPY --chmod needs BuildKit (Docker 23+ default), buildah or podman.
 
 ARG BUILDER_IMAGE=docker.io/library/rust:1.89-slim-bookworm
 # distroless/cc: glibc, libgcc_s and CA certificates, which is all the binary links
@@ -14,9 +16,9 @@ ARG BUILDER_IMAGE=docker.io/library/rust:1.89-slim-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 # checkov:skip=CKV_DOCKER_7:both FROM lines name build arguments whose defaults carry version tags (never latest); checkov does not resolve ARG defaults, so scripts/test-infra checks them
-# The official rust:slim image has what the build needs besides cargo: gcc and the
-# C library headers (aws-lc-sys and ring compile C). Not verifiable here: no registry
-# is reachable, so no release build on that image has run in these tests.
+# The builder needs, besides cargo, gcc and the C library headers (aws-lc-sys and
+# ring compile C); the official rust:slim image has both. A replacement builder
+# image must too.
 FROM ${BUILDER_IMAGE} AS builder
 WORKDIR /build
 
@@ -39,8 +41,8 @@ RUN touch src/main.rs src/lib.rs \
     && cp target/release/landing /out/landing
 
 FROM ${RUNTIME_IMAGE}
-# Set by the build command (README "Deploy"): the crate version, the commit and the
-# repository URL, so a running pod can be traced back to its source.
+# Set by the build command (docs/deployment.md): the crate version, the commit and
+# the repository URL, so a running pod can be traced back to its source.
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE=unknown

@@ -1,4 +1,4 @@
-//! `landing status` and `landing verify` (DESIGN.md section 7): what the lake holds,
+//! `landing status` and `landing verify` (docs/design.md section 7): what the lake holds,
 //! read-only. Neither takes a lease or writes anything.
 //!
 //! `verify` findings, one per line, each naming the input (RUNBOOK.md says what to do
@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 
-use crate::checkpoint::{self, Current};
+use crate::checkpoint::{self, Current, Drift};
 use crate::config::AuditConfig;
 use crate::contract::{Line, LineFramer, Verdict};
 use crate::error::Result;
@@ -83,8 +83,7 @@ async fn checkpointed(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
     Ok(listing
         .files
         .into_iter()
-        .filter(|f| !f.name.starts_with('.'))
-        .filter_map(|f| f.name.strip_suffix(".json").map(str::to_owned))
+        .filter_map(|f| Folders::checkpoint_input(&f.name).map(str::to_owned))
         .collect())
 }
 
@@ -196,34 +195,23 @@ async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
     let now = time::OffsetDateTime::now_utc();
     let mut out = Vec::new();
     for f in lake.list(&folder).await?.files {
-        let Some(name) = f
-            .name
-            .strip_suffix(".lock")
-            .filter(|_| !f.name.starts_with('.'))
-        else {
+        let Some(name) = Folders::lock_input(&f.name) else {
             continue;
         };
-        let Some(v) = lake.get_small(&format!("{folder}/{}", f.name)).await? else {
+        let Some(v) = lake.get_small(&Layout::new(product, name).lock).await? else {
             continue;
         };
         let row = match serde_json::from_slice::<LeaseRecord>(&v.bytes) {
             // A finished run leaves its lease behind marked released: not held.
             Ok(l) if l.released => continue,
-            Ok(l) => {
-                let expired = time::OffsetDateTime::parse(
-                    &l.expires_at,
-                    &time::format_description::well_known::Rfc3339,
-                )
-                .is_ok_and(|t| t <= now);
-                LeaseRow {
-                    input_name: name.to_owned(),
-                    holder: l.run_id,
-                    host: l.host,
-                    pid: l.pid,
-                    expires_at: l.expires_at,
-                    expired,
-                }
-            }
+            Ok(l) => LeaseRow {
+                input_name: name.to_owned(),
+                expired: l.expired(now),
+                holder: l.run_id,
+                host: l.host,
+                pid: l.pid,
+                expires_at: l.expires_at,
+            },
             Err(_) => LeaseRow {
                 input_name: name.to_owned(),
                 holder: "<unreadable lease>".into(),
@@ -369,46 +357,35 @@ async fn published_findings(
     cur: &Current,
 ) -> Result<Vec<Finding>> {
     let rec = &cur.record;
-    let name = &layout.input_name;
     let here = lake.location(&layout.raw);
-    if rec.published_path != here {
-        return Ok(vec![Finding::new(
-            name,
+    let Some(drift) = checkpoint::published_drift(lake, &layout.raw, rec).await? else {
+        return Ok(Vec::new());
+    };
+    let (finding, detail) = match drift {
+        Drift::Elsewhere => (
             "elsewhere",
             format!(
                 "checkpoint names {} but this lake publishes it at {here}",
                 rec.published_path
             ),
-        )]);
-    }
-    let Some(meta) = lake.head(&layout.raw).await? else {
-        return Ok(vec![Finding::new(
-            name,
-            "missing",
-            format!("{here} does not exist"),
-        )]);
-    };
-    if meta.size != rec.published_size {
-        return Ok(vec![Finding::new(
-            name,
+        ),
+        Drift::Missing => ("missing", format!("{here} does not exist")),
+        Drift::Size(size) => (
             "size",
             format!(
-                "{here} has {} bytes, the checkpoint recorded {}",
-                meta.size, rec.published_size
+                "{here} has {size} bytes, the checkpoint recorded {}",
+                rec.published_size
             ),
-        )]);
-    }
-    if !rec.matches(&meta) {
-        return Ok(vec![Finding::new(
-            name,
+        ),
+        Drift::Changed(version) => (
             "changed",
             format!(
                 "{here} has the recorded size but not the recorded {} (it was rewritten or replaced)",
-                if lake.location("").starts_with("s3://") { "ETag" } else { "file identity" }
+                version.name()
             ),
-        )]);
-    }
-    Ok(Vec::new())
+        ),
+    };
+    Ok(vec![Finding::new(&layout.input_name, finding, detail)])
 }
 
 /// Count the lines of an object and check each is the canonical form of a valid

@@ -154,6 +154,47 @@ impl Checkpoint {
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
         self.published_size == meta.size && self.published == PublishedVersion::of(meta)
     }
+
+    /// How the object at `here`, as `meta` describes it, differs from what this
+    /// checkpoint published; `None`: it is still that object.
+    pub fn drift(&self, here: &str, meta: Option<&ObjectMeta>) -> Option<Drift> {
+        if self.published_path != here {
+            return Some(Drift::Elsewhere);
+        }
+        match meta {
+            None => Some(Drift::Missing),
+            Some(m) if m.size != self.published_size => Some(Drift::Size(m.size)),
+            Some(m) if !self.matches(m) => Some(Drift::Changed(m.version.clone())),
+            Some(_) => None,
+        }
+    }
+}
+
+/// How a published object differs from what its checkpoint recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drift {
+    /// The checkpoint names another location than the one asked about.
+    Elsewhere,
+    Missing,
+    /// Another size (this one).
+    Size(u64),
+    /// The recorded size but another version (this one): rewritten or replaced.
+    Changed(Version),
+}
+
+/// [`Checkpoint::drift`] of the object at `key` in `lake`, which is read (a HEAD)
+/// only when the checkpoint names it.
+pub async fn published_drift(
+    lake: &dyn Store,
+    key: &str,
+    rec: &Checkpoint,
+) -> Result<Option<Drift>> {
+    let here = lake.location(key);
+    if rec.published_path != here {
+        return Ok(Some(Drift::Elsewhere));
+    }
+    let meta = lake.head(key).await?;
+    Ok(rec.drift(&here, meta.as_ref()))
 }
 
 /// A checkpoint as read, with the version token to compare-and-swap against.
@@ -283,6 +324,26 @@ mod tests {
         assert!(c.matches(&meta(10, "\"e\"")));
         assert!(!c.matches(&meta(11, "\"e\"")));
         assert!(!c.matches(&meta(10, "\"f\"")));
+    }
+
+    #[test]
+    fn drift_says_how_the_published_object_differs() {
+        let c = record();
+        let here = "raw/progress/a.jsonl";
+        let meta = |size, etag: &str| ObjectMeta {
+            size,
+            version: Version::ETag(etag.into()),
+        };
+        assert_eq!(c.drift(here, Some(&meta(10, "\"e\""))), None);
+        let elsewhere = c.drift("raw/progress/b.jsonl", Some(&meta(10, "\"e\"")));
+        assert_eq!(elsewhere, Some(Drift::Elsewhere));
+        assert_eq!(c.drift(here, None), Some(Drift::Missing));
+        assert_eq!(
+            c.drift(here, Some(&meta(11, "\"e\""))),
+            Some(Drift::Size(11))
+        );
+        let changed = Drift::Changed(Version::ETag("\"f\"".into()));
+        assert_eq!(c.drift(here, Some(&meta(10, "\"f\""))), Some(changed));
     }
 
     #[test]

@@ -30,7 +30,8 @@ use crate::error::{Error, Result};
 use crate::identity::hex;
 use crate::layout::Layout;
 use crate::pipeline::{new_run_id, Validator};
-use crate::store::{Condition, CopyFence, Expect, Location, Store, Sweep};
+use crate::store::s3::{ConditionalCopy, S3Options};
+use crate::store::{Condition, CopyFence, Expect, Fence, Location, Store, Sweep};
 
 const NAME: &str = "drill.jsonl";
 
@@ -95,10 +96,7 @@ struct Scratch {
 
 impl Scratch {
     fn input_arg(&self) -> String {
-        match &self.lake {
-            Location::Local(dir) => dir.join(&self.input_key).display().to_string(),
-            Location::S3 { bucket, key } => format!("s3://{bucket}/{key}/{}", self.input_key),
-        }
+        self.lake.join(&self.input_key).to_string()
     }
 
     async fn put_input(&self, bytes: &[u8]) -> Result<()> {
@@ -151,25 +149,11 @@ impl Scratch {
         let Some(lease) = self.store.get_small(&self.layout.lock).await? else {
             return Ok(());
         };
+        let at = self.store.location(&self.layout.lock);
+        let unreadable = |e: crate::error::BoxError| Error::store("read drill lease", &at, e);
         let record: crate::lease::LeaseRecord =
-            serde_json::from_slice(&lease.bytes).map_err(|e| {
-                Error::store(
-                    "read drill lease",
-                    self.store.location(&self.layout.lock),
-                    e,
-                )
-            })?;
-        let expires = time::OffsetDateTime::parse(
-            &record.expires_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .map_err(|e| {
-            Error::store(
-                "read drill lease",
-                self.store.location(&self.layout.lock),
-                e,
-            )
-        })?;
+            serde_json::from_slice(&lease.bytes).map_err(|e| unreadable(e.into()))?;
+        let expires = record.expires().map_err(|e| unreadable(e.into()))?;
         let left = expires - time::OffsetDateTime::now_utc();
         if !record.released && left.is_positive() {
             tokio::time::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50)).await;
@@ -451,28 +435,19 @@ async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Resul
         matches!(wrong, Err(Error::Precondition { .. })),
         "a write with a wrong If-Match succeeded: checkpoints could be overwritten blindly",
     );
-    let fence = match &cfg.lake {
-        Location::S3 { .. } => {
-            crate::store::s3::S3Store::from_env(
-                match &s.lake {
-                    Location::S3 { bucket, .. } => bucket,
-                    Location::Local(_) => "",
-                },
-                match &s.lake {
-                    Location::S3 { key, .. } => key,
-                    Location::Local(_) => "",
-                },
-                &cfg.s3,
-            )
-            .await?
-            .probe_copy_fence(("promises/probe-source", "promises/probe-target"))
-            .await?
-        }
-        Location::Local(_) => store.fencing("promises/raw/probe.jsonl", drill_id).await?,
+    // What the store does, whatever --s3-conditional-copy says: `off` would skip the
+    // probe and `on` would refuse an unfenced store.
+    let probing = S3Options {
+        conditional_copy: ConditionalCopy::Auto,
+        ..cfg.s3.clone()
     };
+    let probing = crate::store::open(&s.lake, &probing).await?;
+    let fence = probing
+        .fencing("promises/raw/probe.jsonl", drill_id)
+        .await?;
     let copy = promise(
         "store: conditional copy",
-        match fence {
+        match fence.verdict() {
             CopyFence::Fenced => "fenced".into(),
             CopyFence::Ignored => "not fenced".into(),
             CopyFence::Unsafe => "unsafe".into(),
@@ -481,14 +456,19 @@ async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Resul
         true,
         "",
     );
-    let hidden = staged_bytes_stay_hidden(cfg, store, drill_id).await?;
+    let hidden = staged_bytes_stay_hidden(cfg, &*probing, fence, drill_id).await?;
     store.delete(key).await?;
     Ok(vec![create, if_match, copy, hidden])
 }
 
 /// Staged bytes are invisible under every reader-facing name until completion (a
 /// multipart upload is not an object) and promotion.
-async fn staged_bytes_stay_hidden(cfg: &DrillConfig, store: &dyn Store, run: &str) -> Result<Row> {
+async fn staged_bytes_stay_hidden(
+    cfg: &DrillConfig,
+    store: &dyn Store,
+    fence: Fence,
+    run: &str,
+) -> Result<Row> {
     let dest = "promises/raw/hidden.jsonl";
     let mut up = store.stage(dest, run).await?;
     // More than one part, so at least one part is uploaded before completion.
@@ -501,7 +481,7 @@ async fn staged_bytes_stay_hidden(cfg: &DrillConfig, store: &dyn Store, run: &st
         store.head(dest).await?.is_none() && !(s3 && store.head(up.key()).await?.is_some());
     let staged = up.complete().await?;
     let before_promote = store.head(dest).await?.is_none();
-    let promoted = store.promote(&staged, &Expect::Absent).await?;
+    let promoted = store.promote(&staged, &Expect::Absent, fence).await?;
     let after = store
         .head(dest)
         .await?
@@ -522,20 +502,7 @@ async fn staged_bytes_stay_hidden(cfg: &DrillConfig, store: &dyn Store, run: &st
 }
 
 async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<Scratch> {
-    let lake = match &cfg.lake {
-        Location::Local(dir) => Location::Local(dir.join("drills").join(drill_id).join(scenario)),
-        Location::S3 { bucket, key } => {
-            let prefix = [key.as_str(), "drills", drill_id, scenario]
-                .into_iter()
-                .filter(|p| !p.is_empty())
-                .collect::<Vec<_>>()
-                .join("/");
-            Location::S3 {
-                bucket: bucket.clone(),
-                key: prefix,
-            }
-        }
-    };
+    let lake = cfg.lake.join(&format!("drills/{drill_id}/{scenario}"));
     let store = crate::store::open(&lake, &cfg.s3).await?;
     Ok(Scratch {
         lake,

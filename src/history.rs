@@ -1,4 +1,4 @@
-//! Run history (DESIGN.md section 7): every run that reaches an outcome writes
+//! Run history (docs/design.md section 7): every run that reaches an outcome writes
 //! `runs/<product>/<input name>/<run id>.json` after its checkpoint or refusal: its
 //! summary, start and end, the time per stage, bytes in and out, and the job version.
 //! The skip rule never reads it; the checkpoint stays the one row per input.
@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::error::Result;
-use crate::layout::Layout;
+use crate::layout::{Folders, Layout};
 use crate::store::{Condition, Store};
+use crate::summary::Action;
 
 tokio::task_local! {
     static TRACE: Arc<Trace>;
@@ -112,7 +113,7 @@ pub struct RunRecord {
     pub run_id: String,
     pub product: String,
     pub input_name: String,
-    /// The summary's action, or `failed`.
+    /// The run's outcome, as on its stdout line.
     pub action: String,
     pub started_at: String,
     pub ended_at: String,
@@ -137,11 +138,11 @@ impl RunRecord {
         product: &str,
         input_name: &str,
         run_id: &str,
+        action: Action,
         summary: serde_json::Value,
         error: Option<String>,
     ) -> RunRecord {
         trace.with(|t| {
-            let action = summary["action"].as_str().unwrap_or("failed").to_owned();
             let stages = t
                 .stages
                 .iter()
@@ -151,7 +152,7 @@ impl RunRecord {
                 run_id: run_id.to_owned(),
                 product: product.to_owned(),
                 input_name: input_name.to_owned(),
-                action,
+                action: action.as_str().to_owned(),
                 started_at: crate::rfc3339(t.started_at),
                 ended_at: crate::rfc3339(OffsetDateTime::now_utc()),
                 duration_s: round_ms(t.started.elapsed().as_secs_f64()),
@@ -201,7 +202,7 @@ async fn record_names(lake: &dyn Store, folder: &str) -> Result<Vec<String>> {
         .files
         .into_iter()
         .map(|f| f.name)
-        .filter(|n| n.ends_with(".json") && !n.starts_with('.'))
+        .filter(|n| Folders::run_record_id(n).is_some())
         .collect())
 }
 
@@ -291,6 +292,7 @@ mod tests {
             "progress",
             "a.jsonl",
             "r-1",
+            Action::Published,
             serde_json::json!({"action": "published"}),
             None,
         );
@@ -325,6 +327,7 @@ mod tests {
             "progress",
             "a.jsonl",
             "r-1",
+            Action::Published,
             serde_json::json!({"action": "published"}),
             None,
         );

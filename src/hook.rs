@@ -1,8 +1,9 @@
 //! Test and drill hooks: named instants at which a run dies ([`CrashPoint`]), waits
 //! ([`PausePoint`]) or freezes itself with SIGSTOP inside a write ([`FreezePoint`]).
 //! The command line parses them from hidden flags; the drill and the tests hand them
-//! to the pipeline as [`Hooks`], so no settings struct carries them and a normal run
-//! never looks at them twice.
+//! to the pipeline as [`Hooks`], and the pipeline hands them to the store inside its
+//! [`crate::store::Gate`] (freezes inside a write, a crash after an S3 part), so no
+//! settings struct carries them and a normal run never looks at them twice.
 
 use clap::ValueEnum;
 
@@ -26,14 +27,6 @@ impl Hooks {
     pub async fn pause(&self, point: PausePoint) {
         if self.pause_at == Some(point) {
             point.wait().await;
-        }
-    }
-
-    /// The multipart part after which the S3 uploader dies, if any.
-    pub fn crash_after_part(&self) -> Option<u32> {
-        match self.crash_at {
-            Some(CrashPoint::AfterPart(k)) => Some(k),
-            _ => None,
         }
     }
 }

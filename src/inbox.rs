@@ -1,4 +1,4 @@
-//! `landing run --inbox`: land every input of a folder or S3 prefix (DESIGN.md
+//! `landing run --inbox`: land every input of a folder or S3 prefix (docs/design.md
 //! section 6). Each input goes through [`pipeline::run`], the single-input contract
 //! with its own lease, on a per-input copy of the configuration; up to `--jobs` at
 //! once (cheap-skip checks, which hold no input, up to 16 at once). One input's
@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,8 +30,9 @@ use crate::history::{self, RunRecord};
 use crate::hook::Hooks;
 use crate::layout::Layout;
 use crate::pipeline;
+use crate::shutdown::Shutdown;
 use crate::store::{Listed, Location, Store};
-use crate::summary::Summary;
+use crate::summary::{Action, Signal, Summary};
 
 /// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
 /// full runs are bounded by `--jobs` on top of this.
@@ -56,6 +57,10 @@ pub struct Totals {
     /// Stopped by SIGTERM/SIGINT before their publish; only shown when it happened.
     #[serde(skip_serializing_if = "is_zero")]
     pub interrupted: u64,
+    /// Not started because of a signal: not among `inputs`; the totals line shows it
+    /// beside them.
+    #[serde(skip)]
+    pub not_started: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -63,17 +68,24 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Totals {
-    fn add(&mut self, action: &str) {
+    fn add(&mut self, action: Action) {
+        let count = match action {
+            Action::Published => &mut self.published,
+            Action::Skipped => &mut self.skipped,
+            Action::Refused => &mut self.refused,
+            Action::Busy => &mut self.busy,
+            Action::Conflict => &mut self.conflict,
+            Action::Interrupted => &mut self.interrupted,
+            Action::Failed => &mut self.failed,
+            // `check` never runs in an inbox.
+            Action::Checked => return,
+            Action::NotStarted => {
+                self.not_started += 1;
+                return;
+            }
+        };
+        *count += 1;
         self.inputs += 1;
-        match action {
-            "published" => self.published += 1,
-            "skipped" => self.skipped += 1,
-            "refused" => self.refused += 1,
-            "busy" => self.busy += 1,
-            "conflict" => self.conflict += 1,
-            "interrupted" => self.interrupted += 1,
-            _ => self.failed += 1,
-        }
     }
 
     /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
@@ -88,21 +100,6 @@ impl Totals {
         } else {
             crate::EXIT_OK
         }
-    }
-}
-
-/// Where an input of the inbox lives.
-fn input_location(inbox: &Location, name: &str) -> Location {
-    match inbox {
-        Location::Local(dir) => Location::Local(dir.join(name)),
-        Location::S3 { bucket, key } if key.is_empty() => Location::S3 {
-            bucket: bucket.clone(),
-            key: name.to_owned(),
-        },
-        Location::S3 { bucket, key } => Location::S3 {
-            bucket: bucket.clone(),
-            key: format!("{key}/{name}"),
-        },
     }
 }
 
@@ -169,12 +166,12 @@ async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<O
         return Ok(None);
     };
     let rec = &cur.record;
-    if !rec.input.matches(&listed.meta) || rec.published_path != lake.location(&layout.raw) {
+    if !rec.input.matches(&listed.meta)
+        || checkpoint::published_drift(lake, &layout.raw, rec)
+            .await?
+            .is_some()
+    {
         return Ok(None);
-    }
-    match lake.head(&layout.raw).await? {
-        Some(meta) if rec.matches(&meta) => {}
-        _ => return Ok(None),
     }
     Ok(Some(Summary::skipped(
         pipeline::new_run_id(),
@@ -184,36 +181,29 @@ async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<O
     )))
 }
 
-/// The stdout line of an input without a summary (busy, conflict or failed), with
-/// section 4's keys.
-fn no_outcome_line(cfg: &Config, run_id: Option<String>, action: &str, error: &str) -> Value {
-    json!({
-        "run_id": run_id,
-        "product": cfg.product,
-        "input": cfg.input.to_string(),
-        "input_sha256": null,
-        "action": action,
-        "accepted_rows": 0,
-        "rejected_rows": 0,
-        "duplicate_rows": 0,
-        "published_path": null,
-        "quarantine_path": null,
-        "checkpoint_moved": false,
-        "error": error,
-    })
+/// An input that ran, or was skipped cheaply.
+pub struct Landed {
+    /// The summary, or the error that ended the run.
+    pub result: Result<Summary>,
+    /// The summary's action, or busy, conflict or failed.
+    pub action: Action,
+    /// The stdout line (section 4's schema; busy, conflict and failed runs get an
+    /// `error`).
+    pub line: Value,
 }
 
-/// Land one input: cheap skip or full run, then its run record. Returns the run's
-/// result and its stdout line (section 4's schema; busy, conflict and failed runs
-/// get an `error`).
+/// Land one input: cheap skip or full run, then its run record. A full run waits
+/// for a slot of `full_runs` first; `None` if a signal came before it got one (the
+/// input was not started).
 pub async fn land_one(
     cfg: &Config,
     hooks: &Hooks,
+    shutdown: &Shutdown,
     lake: Option<&Arc<dyn Store>>,
     try_cheap: bool,
     full_runs: Option<&tokio::sync::Semaphore>,
-) -> (Result<Summary>, Value) {
-    let ((result, cheap), trace) = history::traced(async {
+) -> Option<Landed> {
+    let (ran, trace) = history::traced(async {
         if try_cheap {
             if let (Some(lake), Some(meta)) = (lake, &cfg.input_meta) {
                 let listed = Listed {
@@ -225,7 +215,7 @@ pub async fn land_one(
                     Ok(Some(summary)) => {
                         history::begin(&summary.run_id);
                         history::lap("checkpoint-check");
-                        return (Ok(summary), true);
+                        return Some((Ok(summary), true));
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -237,34 +227,38 @@ pub async fn land_one(
         }
         // Only full runs count against --jobs: a cheap skip holds no input in memory.
         let _permit = match full_runs {
-            Some(sem) => sem.acquire().await.ok(),
+            Some(sem) => tokio::select! {
+                biased;
+                _ = shutdown.signalled() => return None,
+                permit = sem.acquire() => permit.ok(),
+            },
             None => None,
         };
-        (pipeline::run(cfg, hooks).await, false)
+        Some((pipeline::run(cfg, lake, hooks, shutdown).await, false))
     })
     .await;
-    let (line, error) = match &result {
-        Ok(summary) => (serde_json::to_value(summary).unwrap_or(Value::Null), None),
+    let (result, cheap) = ran?;
+    let (action, line, error) = match &result {
+        Ok(summary) => (
+            summary.action,
+            serde_json::to_value(summary).unwrap_or(Value::Null),
+            None,
+        ),
         Err(e) => {
             let chain = history::error_chain(e);
-            let action = match e.root() {
-                Error::Busy { .. } => "busy",
-                // Another writer moved what the run decided on: it stopped (exit 75).
-                Error::Conflict(_) => "conflict",
-                _ => "failed",
-            };
-            (
-                no_outcome_line(cfg, trace.run_id(), action, &chain),
-                Some(chain),
-            )
+            let action = Action::of_error(e);
+            let (product, input) = (cfg.product.clone(), cfg.input.to_string());
+            let line = Summary::unfinished(trace.run_id(), product, input, action, &chain);
+            (action, line, Some(chain))
         }
     };
     if cheap {
-        info!(input = %cfg.input, input_sha256 = line["input_sha256"].as_str().unwrap_or(""), action = "skipped", "unchanged since its checkpoint; not read");
+        if let Ok(summary) = &result {
+            info!(input = %cfg.input, input_sha256 = summary.input_sha256.as_str(), action = "skipped", "unchanged since its checkpoint; not read");
+        }
     }
     // Busy runs reached no outcome and changed nothing: no record (the holder writes one).
-    let action = line["action"].as_str().unwrap_or("failed");
-    if action != "busy" {
+    if action != Action::Busy {
         if let Some(run_id) = trace.run_id() {
             let opened;
             let lake = match lake {
@@ -281,6 +275,7 @@ pub async fn land_one(
                         &cfg.product,
                         &cfg.input_name,
                         &run_id,
+                        action,
                         line.clone(),
                         error,
                     );
@@ -290,7 +285,11 @@ pub async fn land_one(
             }
         }
     }
-    (result, line)
+    Some(Landed {
+        result,
+        action,
+        line,
+    })
 }
 
 /// Progress over inputs: a bar on a terminal, otherwise a line per input and a
@@ -370,9 +369,16 @@ struct Shared {
     progress: InboxProgress,
     finished: AtomicUsize,
     totals: Mutex<Totals>,
-    /// The first SIGTERM or SIGINT (0: none): no input is started after it.
-    stop: Arc<AtomicI32>,
+    /// No input is started after a signal.
+    shutdown: Shutdown,
     full_runs: tokio::sync::Semaphore,
+}
+
+impl Shared {
+    fn count(&self, action: Action) {
+        let mut totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        totals.add(action);
+    }
 }
 
 /// An input of this run, and how long its run may wait for its lease.
@@ -386,7 +392,7 @@ struct Item {
 /// line; returns the exit code. With `--lease-wait`, inputs whose lease another run
 /// holds are set aside in a first pass over the free ones, then run again, each
 /// waiting for its lease within what is left of `--lease-wait` since it was found busy.
-pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
+pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result<i32> {
     let inputs = select(ic).await?;
     let total = inputs.len();
     // The lake shared by the cheap skips and the run records.
@@ -398,7 +404,6 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
             None
         }
     };
-    let stop = Arc::new(AtomicI32::new(0));
     let shared = Arc::new(Shared {
         ic: ic.clone(),
         hooks: *hooks,
@@ -406,12 +411,12 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
         progress: InboxProgress::new(total, ic.base.progress),
         finished: AtomicUsize::new(0),
         totals: Mutex::new(Totals::default()),
-        stop: stop.clone(),
+        shutdown: shutdown.clone(),
         full_runs: tokio::sync::Semaphore::new(ic.jobs),
     });
-    // SIGTERM/SIGINT: the runs in flight stop on their own (each listens too); no
-    // input is started after it.
-    let listener = tokio::spawn(listen_for_stop(stop.clone()));
+    // SIGTERM/SIGINT: the runs in flight stop on their own (they share the token);
+    // no input is started after it.
+    let listener = tokio::spawn(say_when_stopped(shutdown.clone()));
     let wait = ic.base.lease_wait;
     let first: Vec<Item> = inputs
         .into_iter()
@@ -432,13 +437,9 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks) -> Result<i32> {
     listener.abort();
     shared.progress.finish();
     let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
-    let signal = stop.load(Ordering::SeqCst);
-    print_totals(ic, &totals, signal, total as u64);
-    Ok(match signal {
-        libc::SIGTERM => crate::EXIT_SIGTERM,
-        libc::SIGINT => crate::EXIT_SIGINT,
-        _ => totals.exit_code(),
-    })
+    let signal = shutdown.signal();
+    print_totals(ic, &totals, signal);
+    Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
 }
 
 /// Land `items`, up to `--jobs` full runs at once. With `defer_busy`, an input whose
@@ -463,15 +464,17 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
         );
         workers.spawn(async move {
             loop {
-                if shared.stop.load(Ordering::SeqCst) != 0 {
+                if shared.shutdown.signal().is_some() {
                     break;
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { break };
                 let found_busy_at = Instant::now();
-                let line = land_item(&shared, item).await;
-                let action = line["action"].as_str().unwrap_or("failed").to_owned();
-                if defer_busy && action == "busy" {
+                let Some(Landed { action, line, .. }) = land_item(&shared, item).await else {
+                    shared.count(Action::NotStarted);
+                    continue;
+                };
+                if defer_busy && action == Action::Busy {
                     let wait = shared.ic.base.lease_wait;
                     let left = wait.saturating_sub(found_busy_at.elapsed());
                     deferred
@@ -483,14 +486,10 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                         });
                     continue;
                 }
-                shared
-                    .totals
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .add(&action);
+                shared.count(action);
                 print_line(&line);
                 let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
-                shared.progress.done(n, &item.listed.name, &action);
+                shared.progress.done(n, &item.listed.name, action.as_str());
             }
         });
     }
@@ -505,45 +504,48 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                 .failed += 1;
         }
     }
+    // Inputs no worker took: a signal came first.
+    let taken = next.load(Ordering::Relaxed).min(items.len());
+    for _ in taken..items.len() {
+        shared.count(Action::NotStarted);
+    }
     let mut deferred = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
     deferred.sort_by(|a, b| a.listed.name.cmp(&b.listed.name));
     deferred
 }
 
 /// One input of the inbox through [`land_one`], with its own configuration.
-async fn land_item(shared: &Shared, item: &Item) -> Value {
+async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
     let ic = &shared.ic;
     let mut cfg = ic.base.clone();
-    cfg.input = input_location(&ic.inbox, &item.listed.name);
+    cfg.input = ic.inbox.join(&item.listed.name);
     cfg.input_name = item.listed.name.clone();
     cfg.input_meta = Some(item.listed.meta.clone());
     cfg.lease_wait = item.wait;
-    let lake = shared.lake.as_ref();
-    let (_, line) = land_one(
+    land_one(
         &cfg,
         &shared.hooks,
-        lake,
+        &shared.shutdown,
+        shared.lake.as_ref(),
         !ic.rehash,
         Some(&shared.full_runs),
     )
-    .await;
-    line
+    .await
 }
 
 /// The totals line on stdout, and its log line.
-fn print_totals(ic: &InboxConfig, totals: &Totals, signal: i32, listed: u64) {
+fn print_totals(ic: &InboxConfig, totals: &Totals, signal: Option<Signal>) {
     let mut line = BTreeMap::new();
     line.insert("inbox", json!(ic.inbox.to_string()));
     if let Some(s) = ic.shard {
         line.insert("shard", json!(s.to_string()));
     }
     line.insert("totals", json!(totals));
-    if signal != 0 {
-        let left = listed - totals.inputs;
-        line.insert("not_started", json!(left));
+    if let Some(signal) = signal {
+        line.insert("not_started", json!(totals.not_started));
         warn!(
-            signal,
-            not_started = left,
+            signal = signal.number(),
+            not_started = totals.not_started,
             "stopped by a signal; the next run lands the rest"
         );
     }
@@ -559,22 +561,13 @@ fn print_totals(ic: &InboxConfig, totals: &Totals, signal: i32, listed: u64) {
     );
 }
 
-/// Record the first SIGTERM or SIGINT in `stop`.
-async fn listen_for_stop(stop: Arc<AtomicI32>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        warn!("cannot listen for signals; a stopped pod ends the inbox run abruptly");
-        return;
-    };
-    let got = tokio::select! {
-        _ = term.recv() => libc::SIGTERM,
-        _ = int.recv() => libc::SIGINT,
-    };
-    stop.store(got, Ordering::SeqCst);
-    info!(signal = got, "signal received: no further input is started");
+/// Say so when a signal stops the inbox.
+async fn say_when_stopped(shutdown: Shutdown) {
+    let signal = shutdown.signalled().await;
+    info!(
+        signal = signal.number(),
+        "signal received: no further input is started"
+    );
 }
 
 #[cfg(test)]
@@ -585,31 +578,20 @@ mod tests {
     fn exit_code_orders_failed_refused_busy() {
         let mut t = Totals::default();
         assert_eq!(t.exit_code(), 0);
-        t.add("skipped");
-        t.add("published");
+        t.add(Action::Skipped);
+        t.add(Action::Published);
         assert_eq!(t.exit_code(), 0);
-        t.add("busy");
+        t.add(Action::Busy);
         assert_eq!(t.exit_code(), 75);
-        t.add("refused");
+        t.add(Action::Refused);
         assert_eq!(t.exit_code(), 65);
-        t.add("failed");
+        t.add(Action::Failed);
         assert_eq!(t.exit_code(), 1);
-        assert_eq!(t.inputs, 5);
-    }
-
-    #[test]
-    fn input_locations_join_the_inbox() {
-        let s3 = Location::parse("s3://b/in/").unwrap();
+        t.add(Action::NotStarted);
         assert_eq!(
-            input_location(&s3, "a.jsonl").to_string(),
-            "s3://b/in/a.jsonl"
+            (t.inputs, t.not_started),
+            (5, 1),
+            "not started is not an input"
         );
-        let root = Location::parse("s3://b").unwrap();
-        assert_eq!(
-            input_location(&root, "a.jsonl").to_string(),
-            "s3://b/a.jsonl"
-        );
-        let local = Location::parse("/in").unwrap();
-        assert_eq!(input_location(&local, "a.jsonl").to_string(), "/in/a.jsonl");
     }
 }

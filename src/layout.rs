@@ -1,6 +1,8 @@
-//! The lake layout (docs/CONTRACT.md, "The lake"): the one place that names the keys
-//! of the raw zone, quarantine, checkpoints, leases and run records. Staged bytes
-//! are the store's business (see [`crate::store::Store::stage`]).
+//! The lake layout (docs/CONTRACT.md section 4): the one place that names the keys
+//! of the raw zone, quarantine, checkpoints, leases and run records, and reads those
+//! names back from a listing. Staged bytes are the store's business (see
+//! [`crate::store::Store::stage`]); joining a key to a location is
+//! [`crate::store::Location::join`].
 
 /// The lake's zones, the first segment of every key. Readers are granted `raw/` (and
 /// `quarantine/` for data owners); everything the job uses to coordinate lives in
@@ -10,6 +12,12 @@ pub const QUARANTINE: &str = "quarantine";
 pub const CHECKPOINTS: &str = "checkpoints";
 pub const LOCKS: &str = "locks";
 pub const RUNS: &str = "runs";
+
+/// What follows the input name in its checkpoint's and its lease's file names, and
+/// the run id in a run record's.
+const CHECKPOINT_SUFFIX: &str = ".json";
+const LOCK_SUFFIX: &str = ".lock";
+const RUN_RECORD_SUFFIX: &str = ".json";
 
 /// The folders of one product, relative to the lake's root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +39,29 @@ impl Folders {
             runs: format!("{RUNS}/{product}"),
         }
     }
+
+    /// The input whose checkpoint a file listed in `checkpoints` is; `None` for a
+    /// temp file or anything else.
+    pub fn checkpoint_input(file_name: &str) -> Option<&str> {
+        named(file_name, CHECKPOINT_SUFFIX)
+    }
+
+    /// The input whose lease a file listed in `locks` is.
+    pub fn lock_input(file_name: &str) -> Option<&str> {
+        named(file_name, LOCK_SUFFIX)
+    }
+
+    /// The run whose record a file listed in one input's run records is.
+    pub fn run_record_id(file_name: &str) -> Option<&str> {
+        named(file_name, RUN_RECORD_SUFFIX)
+    }
+}
+
+/// `file_name` without `suffix`; hidden names are temp files of the job, never records.
+fn named<'a>(file_name: &'a str, suffix: &str) -> Option<&'a str> {
+    file_name
+        .strip_suffix(suffix)
+        .filter(|_| !file_name.starts_with('.'))
 }
 
 /// Where one input's objects live in the lake.
@@ -55,8 +86,8 @@ impl Layout {
         Layout {
             raw: format!("{}/{input_name}", f.raw),
             quarantine: format!("{}/{input_name}.rejects.jsonl", f.quarantine),
-            checkpoint: format!("{}/{input_name}.json", f.checkpoints),
-            lock: format!("{}/{input_name}.lock", f.locks),
+            checkpoint: format!("{}/{input_name}{CHECKPOINT_SUFFIX}", f.checkpoints),
+            lock: format!("{}/{input_name}{LOCK_SUFFIX}", f.locks),
             runs: format!("{}/{input_name}", f.runs),
             input_name: input_name.to_owned(),
         }
@@ -74,7 +105,7 @@ impl Layout {
 
     /// The key of one run's record.
     pub fn run_record(&self, run_id: &str) -> String {
-        format!("{}/{run_id}.json", self.runs)
+        format!("{}/{run_id}{RUN_RECORD_SUFFIX}", self.runs)
     }
 }
 
@@ -91,5 +122,24 @@ mod tests {
         assert_eq!(l.checkpoint, "checkpoints/progress/day.jsonl.json");
         assert_eq!(l.lock, "locks/progress/day.jsonl.lock");
         assert_eq!(l.run_record("r-1"), "runs/progress/day.jsonl/r-1.json");
+    }
+
+    /// A listing reads back the names the keys were made of; temp files are none.
+    #[test]
+    fn listed_names_read_back() {
+        let l = Layout::new("progress", "day.jsonl");
+        let file = |key: &str| key.rsplit('/').next().unwrap().to_owned();
+        assert_eq!(
+            Folders::checkpoint_input(&file(&l.checkpoint)),
+            Some("day.jsonl")
+        );
+        assert_eq!(Folders::lock_input(&file(&l.lock)), Some("day.jsonl"));
+        assert_eq!(
+            Folders::run_record_id(&file(&l.run_record("r-1"))),
+            Some("r-1")
+        );
+        assert_eq!(Folders::checkpoint_input(".day.jsonl.json.tmp-1"), None);
+        assert_eq!(Folders::lock_input(".day.jsonl.lock"), None);
+        assert_eq!(Folders::lock_input("day.jsonl.lock.cas"), None);
     }
 }

@@ -1,6 +1,6 @@
 //! One run per (product, input) at a time. The lease is a small object created with
-//! a conditional create (`If-None-Match: *` on S3, an exclusive create on a local
-//! disk, honest for one host only) holding the run id, host and an expiry. It is
+//! a conditional create (`If-None-Match: *` on S3; on a local disk a compare-and-swap
+//! under a lock file in `locks/.cas/`, honest for one host only) holding the run id, host and an expiry. It is
 //! renewed while the run lasts; an expired lease (its holder died) is taken over
 //! with a conditional replace of the exact version read, so two runs cannot both
 //! take it.
@@ -46,6 +46,18 @@ pub struct LeaseRecord {
     /// Set by a holder that finished: the lease is free, whatever `expires_at` says.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
+}
+
+impl LeaseRecord {
+    /// When the lease runs out without a renewal.
+    pub fn expires(&self) -> std::result::Result<OffsetDateTime, time::error::Parse> {
+        OffsetDateTime::parse(&self.expires_at, &Rfc3339)
+    }
+
+    /// Has it run out by `at`? An expiry that does not parse never has.
+    pub fn expired(&self, at: OffsetDateTime) -> bool {
+        self.expires().is_ok_and(|t| t <= at)
+    }
 }
 
 /// How a lease is held.
@@ -217,12 +229,11 @@ impl Lease {
                 location: location.clone(),
                 reason: format!("{e}; delete it once no run is active"),
             })?;
-        let expires =
-            OffsetDateTime::parse(&held.expires_at, &Rfc3339).map_err(|e| Error::Corrupt {
-                what: "lease",
-                location: location.clone(),
-                reason: format!("bad expires_at: {e}"),
-            })?;
+        let expires = held.expires().map_err(|e| Error::Corrupt {
+            what: "lease",
+            location: location.clone(),
+            reason: format!("bad expires_at: {e}"),
+        })?;
         let busy = || Error::Busy {
             location: location.clone(),
             holder: format!("{} on {} (pid {})", held.run_id, held.host, held.pid),
@@ -387,9 +398,7 @@ impl Lease {
 
     /// Is the lease record at `key` free (absent, released or expired)?
     pub fn is_free(bytes: &[u8]) -> bool {
-        serde_json::from_slice::<LeaseRecord>(bytes).is_ok_and(|r| {
-            r.released || OffsetDateTime::parse(&r.expires_at, &Rfc3339).is_ok_and(|t| t <= now())
-        })
+        serde_json::from_slice::<LeaseRecord>(bytes).is_ok_and(|r| r.released || r.expired(now()))
     }
 }
 
@@ -430,7 +439,8 @@ mod tests {
     use super::*;
     use crate::store::local::LocalStore;
     use crate::store::{
-        CopyFence, Expect, ObjectMeta, ObjectReader, Staged, Sweep, SweepReport, Upload, Versioned,
+        Capabilities, Expect, Fence, ObjectMeta, ObjectReader, Staged, Sweep, SweepReport, Upload,
+        Versioned,
     };
     use async_trait::async_trait;
 
@@ -487,11 +497,25 @@ mod tests {
         async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
             self.inner.stage(dest_key, run_id).await
         }
-        async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta> {
-            self.inner.promote(staged, expect).await
+        async fn promote(
+            &self,
+            staged: &Staged,
+            expect: &Expect,
+            fence: Fence,
+        ) -> Result<ObjectMeta> {
+            self.inner.promote(staged, expect, fence).await
         }
-        async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<CopyFence> {
+        async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence> {
             self.inner.fencing(dest_key, run_id).await
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.inner.capabilities()
+        }
+        fn with_run_gate(&self, gate: crate::store::Gate) -> Arc<dyn Store> {
+            Arc::new(Scripted {
+                inner: self.inner.clone().with_gate(gate),
+                fault: self.fault,
+            })
         }
         async fn discard(&self, staged: &Staged) -> Result<()> {
             self.inner.discard(staged).await

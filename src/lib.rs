@@ -8,18 +8,23 @@
 //! - [`cli`]: the subcommands and their flags ([`cli::args`]: every flag with its
 //!   `LANDING_*` variable, validated there into settings and hooks), and the dispatch
 //!   of a parsed command.
+//! - [`shutdown`]: the one cancellation token, cancelled by the first SIGTERM or
+//!   SIGINT; `main` installs the handlers (for `run`) and hands it down through
+//!   `cli`, `inbox` and `pipeline`; every wait that a signal may cut short selects on it.
 //! - `config`: the validated settings every function takes instead of the environment.
 //! - `hook`: crash and pause points, handed to the pipeline by the command line (hidden
 //!   flags), the drill and the tests; a normal run has none.
 //! - `layout`: the lake layout, the one place that names raw, quarantine, checkpoint,
-//!   lease and run-record keys.
-//! - [`lease`]: one run per (product, input) at a time; exclusive create on a local
-//!   disk, `If-None-Match: *` on S3, with an expiry, a monotonic deadline checked
+//!   lease and run-record keys and reads them back from a listing; also how a key
+//!   joins a [`store::Location`].
+//! - [`lease`]: one run per (product, input) at a time; a compare-and-swap under a
+//!   lock file (`locks/.cas/`) on a local disk, `If-None-Match: *` on S3, with an expiry, a monotonic deadline checked
 //!   before every write (and, through the store's [`store::Gate`], once more at the
 //!   last instant of each write), a conditional release, and the backoff of a run
 //!   waiting for a held lease (`--lease-wait`).
 //! - `checkpoint`: the record of the last success, read at start, written last
-//!   with compare-and-swap.
+//!   with compare-and-swap; whether the published object is still the one it
+//!   recorded (`Drift`: the skip rule, cheap skips and `verify`).
 //! - `contract`: the progress-event contract, pure code, one file per set of
 //!   rules: `frame.rs` (what a line is: the one `LineFramer`),
 //!   `object.rs` (one line's keys and fields), `scan.rs` (the fast path for flat
@@ -32,13 +37,14 @@
 //!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
 //!   pass over the input frames lines (the contract's framer, packed into batches),
 //!   checks them on both cores and decides in input order (`pipeline/scan.rs`,
-//!   `pipeline/validator.rs`).
+//!   `pipeline/validator.rs`) while `pipeline/stream.rs` writes the staging.
 //! - [`store`]: the narrow storage trait (stage, promote, sweep, small CAS writes),
 //!   [`store::Location`] and [`store::open`], and the `local` and `s3` backends; where
 //!   staged bytes live is each backend's business (S3: its staging prefix option);
 //!   promotion is fenced on what the run saw when it decided (probed per store on S3);
 //!   a run's writes pass its [`store::Gate`] (lease deadline, bounded local locks).
-//! - `summary`: the one-line JSON summary printed on stdout.
+//! - `summary`: the one-line JSON summary printed on stdout, and the outcomes
+//!   (`Action`) everything counts.
 //! - `progress`: progress bar on a terminal, periodic log lines otherwise.
 //! - `inbox`: `landing run --inbox`: lists an inbox, skips unchanged inputs
 //!   cheaply, lands the others through `pipeline::run` up to `--jobs` at once,
@@ -68,6 +74,7 @@ pub mod lease;
 mod pipeline;
 mod progress;
 mod shard;
+pub mod shutdown;
 pub mod store;
 mod summary;
 
@@ -84,9 +91,9 @@ pub const EXIT_REFUSED: i32 = 65;
 /// Exit code: another run holds the lease (sysexits EX_TEMPFAIL).
 pub const EXIT_BUSY: i32 = 75;
 
-/// Exit code of an inbox run stopped by SIGTERM (128 + 15).
+/// Exit code of a run stopped by SIGTERM (128 + 15, as a shell reports it).
 pub const EXIT_SIGTERM: i32 = 143;
-/// Exit code of an inbox run stopped by SIGINT (128 + 2).
+/// Exit code of a run stopped by SIGINT (128 + 2).
 pub const EXIT_SIGINT: i32 = 130;
 
 /// A UTC time as RFC 3339 (checkpoints, leases, run records).

@@ -1,5 +1,5 @@
-//! Thin entry point: parse, set up logging, run, print the summary, map the
-//! outcome to an exit code, print the error chain.
+//! Thin entry point: parse, set up logging, listen for SIGTERM/SIGINT, run, print
+//! the summary, map the outcome to an exit code, print the error chain.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use landing::cli::args::LogFormat;
 use landing::cli::{self, Cli};
+use landing::shutdown::Shutdown;
 use tracing_subscriber::EnvFilter;
 
 fn init_tracing(format: LogFormat, level: &str) {
@@ -50,7 +51,18 @@ fn main() -> ExitCode {
             return ExitCode::from(landing::EXIT_FAILURE as u8);
         }
     };
-    match runtime.block_on(cli::execute(&cli)) {
+    let outcome = runtime.block_on(async {
+        // Before any work, so no signal can arrive unheard; only `run` has anything
+        // to wind down.
+        let shutdown = if cli.stops_cleanly() {
+            Shutdown::listen()
+                .map_err(|e| landing::Error::store("listen for signals", "landing", e))?
+        } else {
+            Shutdown::default()
+        };
+        cli::execute(&cli, &shutdown).await
+    });
+    match outcome {
         Ok(cli::Outcome::Summary(summary)) => {
             println!("{}", summary.to_json());
             ExitCode::from(summary.exit_code() as u8)

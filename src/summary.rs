@@ -13,6 +13,15 @@ pub enum Action {
     Checked,
     /// Stopped by SIGTERM or SIGINT before the publish: staging removed, lease released.
     Interrupted,
+    /// Another run held the lease (exit 75); no summary, nothing written.
+    Busy,
+    /// Another writer moved what the run decided on, or the lease was lost (exit 75).
+    Conflict,
+    /// Any other error ended the run (exit 1).
+    Failed,
+    /// An inbox input a signal stopped before its run began; on no line, counted by
+    /// the totals line's `not_started`.
+    NotStarted,
 }
 
 impl Action {
@@ -24,6 +33,19 @@ impl Action {
             Action::Refused => "refused",
             Action::Checked => "checked",
             Action::Interrupted => "interrupted",
+            Action::Busy => "busy",
+            Action::Conflict => "conflict",
+            Action::Failed => "failed",
+            Action::NotStarted => "not_started",
+        }
+    }
+
+    /// The outcome of a run that ended in `e`, reaching no summary.
+    pub fn of_error(e: &crate::Error) -> Action {
+        match e.root() {
+            crate::Error::Busy { .. } => Action::Busy,
+            crate::Error::Conflict(_) => Action::Conflict,
+            _ => Action::Failed,
         }
     }
 }
@@ -38,11 +60,19 @@ pub enum Signal {
 }
 
 impl Signal {
+    /// Its number: 15 or 2.
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Term => libc::SIGTERM,
+            Signal::Int => libc::SIGINT,
+        }
+    }
+
     /// 128 + the signal number, as a shell reports a process the signal killed.
     pub fn exit_code(self) -> i32 {
         match self {
-            Signal::Term => 128 + libc::SIGTERM,
-            Signal::Int => 128 + libc::SIGINT,
+            Signal::Term => crate::EXIT_SIGTERM,
+            Signal::Int => crate::EXIT_SIGINT,
         }
     }
 }
@@ -167,6 +197,25 @@ impl Summary {
         // an empty summary line must never be printed.
         serde_json::to_string(self).expect("a summary serialises")
     }
+
+    /// The line of a run that reached no summary (busy, conflict or failed): a
+    /// summary's keys with nothing counted, no input hash, and the error chain. The
+    /// run id is `null` when the run never got one.
+    pub fn unfinished(
+        run_id: Option<String>,
+        product: String,
+        input: String,
+        action: Action,
+        error: &str,
+    ) -> serde_json::Value {
+        let empty = Summary::new(run_id.clone().unwrap_or_default(), product, input, action);
+        // As in `to_json`: serialising a summary cannot fail.
+        let mut line = serde_json::to_value(empty).expect("a summary serialises");
+        line["run_id"] = serde_json::json!(run_id);
+        line["input_sha256"] = serde_json::Value::Null;
+        line["error"] = serde_json::json!(error);
+        line
+    }
 }
 
 #[cfg(test)]
@@ -182,8 +231,31 @@ mod tests {
             Action::Refused,
             Action::Checked,
             Action::Interrupted,
+            Action::Busy,
+            Action::Conflict,
+            Action::Failed,
+            Action::NotStarted,
         ] {
             assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
         }
+    }
+
+    /// The line of a run without a summary: the keys and values inbox lines have
+    /// always had (they are read by scripts).
+    #[test]
+    fn an_unfinished_line_keeps_its_keys() {
+        let line = Summary::unfinished(None, "p".into(), "/in/a".into(), Action::Busy, "e");
+        assert_eq!(
+            line.to_string(),
+            r#"{"accepted_rows":0,"action":"busy","checkpoint_moved":false,"duplicate_rows":0,"error":"e","input":"/in/a","input_sha256":null,"product":"p","published_path":null,"quarantine_path":null,"rejected_rows":0,"run_id":null}"#
+        );
+        let line = Summary::unfinished(
+            Some("r".into()),
+            "p".into(),
+            "i".into(),
+            Action::Failed,
+            "e",
+        );
+        assert_eq!(line["run_id"], "r");
     }
 }

@@ -103,7 +103,7 @@ pub struct RunArgs {
     pub dry_run: bool,
 }
 
-/// Options of an inbox run (`landing run --inbox`), DESIGN.md section 6.
+/// Options of an inbox run (`landing run --inbox`), docs/design.md section 6.
 #[derive(Debug, Clone, Args)]
 pub struct InboxArgs {
     /// Land every file directly under this folder or s3://bucket/prefix/ (no recursion)

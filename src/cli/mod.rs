@@ -11,6 +11,7 @@ use crate::config::{Config, RunPlan};
 use crate::error::{Error, Result};
 use crate::hook::Hooks;
 use crate::pipeline;
+use crate::shutdown::Shutdown;
 use crate::summary::Summary;
 
 #[derive(Debug, Parser)]
@@ -95,6 +96,12 @@ impl Cli {
         }
     }
 
+    /// Whether the command winds down on SIGTERM or SIGINT (a lease to release,
+    /// staging to remove); the others keep the default and end at once.
+    pub fn stops_cleanly(&self) -> bool {
+        matches!(self.command, Command::Run(_))
+    }
+
     pub fn log_level(&self) -> &str {
         match &self.command {
             Command::Run(a) => &a.common.log_level,
@@ -116,8 +123,9 @@ pub enum Outcome {
     Exit(i32),
 }
 
-/// Run the parsed command; the summary is printed by the caller.
-pub async fn execute(cli: &Cli) -> Result<Outcome> {
+/// Run the parsed command; the summary is printed by the caller. `shutdown` is the
+/// process's (see [`Cli::stops_cleanly`]).
+pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
     match &cli.command {
         Command::Run(args) => {
             let plan = args.plan()?;
@@ -126,10 +134,10 @@ pub async fn execute(cli: &Cli) -> Result<Outcome> {
                 return Ok(Outcome::Exit(crate::EXIT_OK));
             }
             match plan {
-                RunPlan::Single(cfg) => run_single(&cfg, &args.hooks()).await,
-                RunPlan::Inbox(ic) => {
-                    Ok(Outcome::Exit(crate::inbox::run(&ic, &args.hooks()).await?))
-                }
+                RunPlan::Single(cfg) => run_single(&cfg, &args.hooks(), shutdown).await,
+                RunPlan::Inbox(ic) => Ok(Outcome::Exit(
+                    crate::inbox::run(&ic, &args.hooks(), shutdown).await?,
+                )),
             }
         }
         Command::Check(args) => Ok(Outcome::Summary(Box::new(
@@ -156,9 +164,17 @@ pub async fn execute(cli: &Cli) -> Result<Outcome> {
 
 /// One input, with its run record; a failure keeps its error, which main prints
 /// with its chain and maps to the exit code.
-async fn run_single(cfg: &Config, hooks: &Hooks) -> Result<Outcome> {
-    let (result, _line) = crate::inbox::land_one(cfg, hooks, None, false, None).await;
-    Ok(Outcome::Summary(Box::new(result?)))
+async fn run_single(cfg: &Config, hooks: &Hooks, shutdown: &Shutdown) -> Result<Outcome> {
+    match crate::inbox::land_one(cfg, hooks, shutdown, None, false, None).await {
+        Some(landed) => Ok(Outcome::Summary(Box::new(landed.result?))),
+        // Only an input waiting for a --jobs slot is stopped before it starts; a
+        // single run starts at once and reports a signal in its summary.
+        None => Ok(Outcome::Exit(
+            shutdown
+                .signal()
+                .map_or(crate::EXIT_FAILURE, |s| s.exit_code()),
+        )),
+    }
 }
 
 fn generate(g: &GenerateArgs) -> Result<()> {

@@ -1,4 +1,4 @@
-//! The progress-event contract (DESIGN.md section 2): what a line is, which lines
+//! The progress-event contract (docs/design.md section 2): what a line is, which lines
 //! are accepted, and the canonical (= published) form of an accepted event.
 //!
 //! Pure code: no I/O, no logging, no global state. Nothing here ever prints, logs

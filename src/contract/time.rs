@@ -1,4 +1,4 @@
-//! RFC 3339 event time (DESIGN.md section 2): a mandatory offset, normalized to
+//! RFC 3339 event time (docs/design.md section 2): a mandatory offset, normalized to
 //! UTC with trailing fraction zeros trimmed.
 
 use std::fmt;
@@ -72,7 +72,7 @@ fn days_in_month(year: i32, month: u32) -> u32 {
     }
 }
 
-/// Parses an RFC 3339 timestamp with a mandatory offset (see DESIGN.md section 2)
+/// Parses an RFC 3339 timestamp with a mandatory offset (see docs/design.md section 2)
 /// and returns the same instant in UTC, fraction trailing zeros trimmed.
 ///
 /// Hand-rolled rather than `time`'s RFC 3339 parser so the accepted grammar is

@@ -12,6 +12,7 @@
 //! and releases the lease; after the publish the run finishes its checkpoint first.
 
 mod scan;
+mod stream;
 mod validator;
 
 use std::collections::hash_map::RandomState;
@@ -19,12 +20,11 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use time::OffsetDateTime;
-use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use scan::{scan, Out, Scan};
+use scan::{scan, Scan};
+use stream::{refuse, stream, Streamed};
 use validator::Sequencer;
 pub use validator::{Counts, Validator};
 
@@ -35,11 +35,11 @@ use crate::hook::{CrashPoint, Hooks, PausePoint};
 use crate::layout::Layout;
 use crate::lease::{Lease, LeaseOptions};
 use crate::progress::Progress;
-use crate::store::s3::S3Options;
+use crate::shutdown::Shutdown;
 use crate::store::{
-    CopyFence, Deadline, Expect, Gate, Location, ObjectMeta, Staged, Store, Sweep, Upload, Version,
+    CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Sweep, Version,
 };
-use crate::summary::{Action, Refusal, Signal, Summary};
+use crate::summary::{Action, Signal, Summary};
 
 /// Everything a stage needs, opened once per run.
 struct Ctx<'a> {
@@ -87,87 +87,58 @@ pub(crate) fn random_u64() -> u64 {
     h.finish()
 }
 
-/// Open the input as (store rooted at its folder or bucket, key of the input).
+/// Open the input as (store rooted at its folder or prefix, key of the input).
 async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)> {
-    let (root, key) = match &cfg.input {
-        Location::Local(path) => {
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-            let dir = dir.map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
-            (Location::Local(dir), cfg.input_name.clone())
-        }
-        Location::S3 { bucket, key } => (
-            Location::S3 {
-                bucket: bucket.clone(),
-                key: String::new(),
-            },
-            key.clone(),
-        ),
-    };
-    Ok((crate::store::open_read_only(&root, &cfg.s3).await?, key))
+    let (root, name) = cfg.input.split_name().ok_or_else(|| {
+        Error::Config(format!("{}: cannot take an input name from it", cfg.input))
+    })?;
+    let store = crate::store::open_read_only(&root, &cfg.s3).await?;
+    Ok((store, name.to_owned()))
 }
 
-/// SIGTERM (a pod being stopped) and SIGINT, listened to for the whole run.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
+/// How long a local file lock is waited for, and the lease's margin where no write
+/// can outlive its check of the deadline: a tenth of the TTL.
+fn lock_wait(cfg: &Config) -> std::time::Duration {
+    cfg.lease_ttl / 10
 }
 
-impl Signals {
-    fn install(input: &str) -> Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let listen = |kind| signal(kind).map_err(|e| Error::store("listen for signals", input, e));
-        Ok(Signals {
-            term: listen(SignalKind::terminate())?,
-            int: listen(SignalKind::interrupt())?,
-        })
-    }
-
-    /// A signal that already arrived, without waiting.
-    async fn pending(&mut self) -> Option<Signal> {
-        tokio::select! {
-            biased;
-            signal = self.recv() => Some(signal),
-            () = std::future::ready(()) => None,
-        }
-    }
-
-    async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.term.recv() => Signal::Term,
-            _ = self.int.recv() => Signal::Int,
-        }
+/// How the lease is held on `lake`, as its capabilities say (see [`LeaseOptions`]).
+fn lease_options(cfg: &Config, lake: &dyn Store) -> LeaseOptions {
+    let caps = lake.capabilities();
+    LeaseOptions {
+        ttl: cfg.lease_ttl,
+        margin: caps.in_flight.unwrap_or(lock_wait(cfg)),
+        instant_takeover: caps.instant_takeover,
     }
 }
 
-/// How the lease is held on this lake (see [`LeaseOptions`]).
-fn lease_options(cfg: &Config) -> LeaseOptions {
-    match cfg.lake {
-        Location::Local(_) => LeaseOptions {
-            ttl: cfg.lease_ttl,
-            margin: cfg.lease_ttl / 10,
-            instant_takeover: true,
-        },
-        Location::S3 { .. } => LeaseOptions {
-            ttl: cfg.lease_ttl,
-            margin: cfg.s3.attempt_timeout,
-            instant_takeover: false,
-        },
-    }
-}
-
-/// `landing run`: land one input under the run contract.
-pub async fn run(cfg: &Config, hooks: &Hooks) -> Result<Summary> {
+/// `landing run`: land one input under the run contract; `shutdown` stops it before
+/// its publish.
+///
+/// `lake`: the lake already opened by an inbox run, shared by its inputs (one SDK
+/// client, one copy-fence probe); `None` opens it for this run.
+pub async fn run(
+    cfg: &Config,
+    lake: Option<&Arc<dyn Store>>,
+    hooks: &Hooks,
+    shutdown: &Shutdown,
+) -> Result<Summary> {
     let run_id = new_run_id();
     crate::history::begin(&run_id);
     let span =
         tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %cfg.input);
     // Instrumented, not entered: inbox runs land several inputs at once on one runtime.
-    tracing::Instrument::instrument(run_in_span(cfg, *hooks, run_id), span).await
+    tracing::Instrument::instrument(run_in_span(cfg, lake, *hooks, shutdown, run_id), span).await
 }
 
-async fn run_in_span(cfg: &Config, hooks: Hooks, run_id: String) -> Result<Summary> {
+async fn run_in_span(
+    cfg: &Config,
+    shared_lake: Option<&Arc<dyn Store>>,
+    hooks: Hooks,
+    shutdown: &Shutdown,
+    run_id: String,
+) -> Result<Summary> {
     let input_location = cfg.input.to_string();
-    let mut signals = Signals::install(&input_location)?;
     let (input, input_key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     // The input's identity before it is read, recorded in the checkpoint for cheap skips.
     let with_meta;
@@ -180,20 +151,18 @@ async fn run_in_span(cfg: &Config, hooks: Hooks, run_id: String) -> Result<Summa
             &with_meta
         }
     };
-    let s3 = S3Options {
-        crash_after_part: hooks.crash_after_part(),
-        ..cfg.s3.clone()
-    };
     // Every write of this run passes the lease's deadline once more at its last
-    // instant; a local file lock is waited for no longer than the lease's margin.
-    let opts = lease_options(cfg);
+    // instant; the store fires the run's hooks inside its writes.
     let deadline = Deadline::default();
-    let gate = Gate::new(deadline.clone(), opts.margin, hooks.freeze_at);
-    let lake = crate::store::open_gated(&cfg.lake, &s3, gate)
-        .await
-        .at(Step::Connect, &input_location)?;
+    let gate = Gate::new(deadline.clone(), lock_wait(cfg), hooks);
+    let lake = match shared_lake {
+        Some(lake) => lake.with_run_gate(gate),
+        None => crate::store::open_gated(&cfg.lake, &cfg.s3, gate)
+            .await
+            .at(Step::Connect, &input_location)?,
+    };
     let layout = Layout::new(&cfg.product, &cfg.input_name);
-    let waited = take_lease(cfg, &lake, &layout, &run_id, deadline, &mut signals).await;
+    let waited = take_lease(cfg, &lake, &layout, &run_id, deadline, shutdown).await;
     let lease = match waited.at(Step::Lease, &input_location)? {
         Ok(lease) => lease,
         Err(signal) => {
@@ -222,7 +191,7 @@ async fn run_in_span(cfg: &Config, hooks: Hooks, run_id: String) -> Result<Summa
         layout,
         hooks,
     };
-    let result = run_leased(&ctx, &lease, &mut signals).await;
+    let result = run_leased(&ctx, &lease, shutdown).await;
     if let Err(e) = lease.release().await {
         warn!(error = %e, "could not release the lease; it expires on its own");
     }
@@ -239,9 +208,9 @@ async fn take_lease(
     layout: &Layout,
     run_id: &str,
     deadline: Deadline,
-    signals: &mut Signals,
+    shutdown: &Shutdown,
 ) -> Result<std::result::Result<Lease, Signal>> {
-    let opts = lease_options(cfg);
+    let opts = lease_options(cfg, &**lake);
     let until = Instant::now() + cfg.lease_wait;
     let mut delays = crate::lease::wait_delays();
     let mut waiting = false;
@@ -267,7 +236,7 @@ async fn take_lease(
         let pause = delays.next().unwrap_or(left).min(left);
         tokio::select! {
             biased;
-            signal = signals.recv() => return Ok(Err(signal)),
+            signal = shutdown.signalled() => return Ok(Err(signal)),
             () = tokio::time::sleep(pause) => {}
         }
     }
@@ -279,10 +248,10 @@ enum Decision {
     Publish(Box<StagedRun>),
 }
 
-async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Result<Summary> {
+async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result<Summary> {
     let decided = tokio::select! {
         biased;
-        signal = signals.recv() => return interrupted(ctx, signal, None).await,
+        signal = shutdown.signalled() => return interrupted(ctx, signal, None).await,
         decided = decide(ctx, lease) => decided?,
     };
     let staged = match decided {
@@ -291,7 +260,7 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Resu
     };
     ctx.hooks.pause(PausePoint::AfterStaging).await;
     // A signal that came while staging completed still stops us before the publish.
-    if let Some(signal) = signals.pending().await {
+    if let Some(signal) = shutdown.signal() {
         return interrupted(ctx, signal, Some(&staged)).await;
     }
     // From here on a signal waits: the publish is followed by its checkpoint.
@@ -301,7 +270,7 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, signals: &mut Signals) -> Resu
 /// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
 async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
-    // Four independent round trips (six for the probe, once per process) go out
+    // Four independent round trips (six for the probe, once per store) go out
     // together: none reads what another writes. The probe only touches this run's own
     // staging, which the sweep of others' leftovers never takes.
     let (fence, prior, (), seen) = tokio::try_join!(
@@ -324,7 +293,7 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
         // What readers see now is the condition of our promotion (the fence).
         async { Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
     )?;
-    if fence != CopyFence::Fenced {
+    if fence.verdict() != CopyFence::Fenced {
         warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
     }
     crate::history::lap("prepare");
@@ -341,7 +310,7 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
             .map(|s| Decision::Done(Box::new(s)));
     }
     lease.ensure_held().map_err(at(Step::Stage))?;
-    let staged = complete_staging(ctx, streamed, seen, prior)
+    let staged = complete_staging(ctx, streamed, seen, prior, fence)
         .await
         .map_err(at(Step::Stage))?;
     crate::history::lap("stage");
@@ -438,8 +407,7 @@ async fn try_skip(
 ) -> Result<Option<Summary>> {
     let rec = &cur.record;
     let here = ctx.lake.location(&ctx.layout.raw);
-    let intact = rec.published_path == here && meta.is_some_and(|m| rec.matches(m));
-    if !intact {
+    if rec.drift(&here, meta).is_some() {
         warn!(published = %here, "checkpoint names a published object that is missing or changed; republishing");
         return Ok(None);
     }
@@ -470,134 +438,6 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     Ok(sha)
 }
 
-/// What the stream stage produced.
-struct Streamed {
-    sha256: String,
-    counts: Counts,
-    refusal: Option<Refusal>,
-    data: Box<dyn Upload>,
-    quarantine: Option<Box<dyn Upload>>,
-}
-
-/// One pass over the input: hash every byte, validate lines, and write accepted
-/// lines and quarantine records to staging as they come.
-async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
-    let input = &ctx.input_location;
-    let reader = ctx
-        .input
-        .read(&ctx.input_key)
-        .await
-        .at(Step::Stream, input)?;
-    crate::history::bytes_in(reader.size);
-    let l = &ctx.layout;
-    let data = ctx
-        .lake
-        .stage(&l.raw, &ctx.run_id)
-        .await
-        .at(Step::Stage, input)?;
-    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size);
-    let progress = Progress::new("land", reader.size, ctx.cfg.progress);
-    let (out_tx, out_rx) = mpsc::channel::<Out>(4);
-    let writer = write_staging(ctx, data, out_rx);
-    let scanned = scan(
-        reader,
-        input,
-        progress,
-        ctx.cfg.max_line_bytes,
-        Scan::Land(v, out_tx),
-        ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
-    );
-    let (scanned, written) = tokio::join!(scanned, writer);
-    let (data, quarantine) = written.at(Step::Stage, input)?;
-    let (sha256, v) = match scanned {
-        Ok(s) => s,
-        Err(e) => {
-            // Abort now rather than leave an incomplete upload for the next sweep.
-            let _ = data.abort().await;
-            if let Some(q) = quarantine {
-                let _ = q.abort().await;
-            }
-            return Err(e).at(Step::Stream, input);
-        }
-    };
-    let v = v
-        .ok_or_else(|| Error::store("stream", input, "validator missing"))
-        .at(Step::Stream, input)?;
-    lease.ensure_held().at(Step::Stream, input)?;
-    info!(distinct_events = v.distinct_events(), "stream complete");
-    Ok(Streamed {
-        sha256,
-        counts: v.counts(),
-        refusal: v.refusal().cloned(),
-        data,
-        quarantine,
-    })
-}
-
-/// The staging writer: takes the validator's output in order and writes it.
-async fn write_staging(
-    ctx: &Ctx<'_>,
-    mut data: Box<dyn Upload>,
-    mut rx: mpsc::Receiver<Out>,
-) -> Result<(Box<dyn Upload>, Option<Box<dyn Upload>>)> {
-    let mut quarantine: Option<Box<dyn Upload>> = None;
-    let mut wrote_any = false;
-    while let Some(out) = rx.recv().await {
-        let written = match out {
-            Out::Data(bytes) => data.write(bytes).await,
-            Out::Quarantine(bytes) => flush_quarantine(ctx, &mut quarantine, bytes).await,
-        };
-        if let Err(e) = written {
-            let _ = data.abort().await;
-            if let Some(q) = quarantine {
-                let _ = q.abort().await;
-            }
-            return Err(e);
-        }
-        if !wrote_any {
-            wrote_any = true;
-            ctx.hooks.crash(CrashPoint::MidStream);
-            ctx.hooks.pause(PausePoint::MidStream).await;
-        }
-    }
-    Ok((data, quarantine))
-}
-
-/// Quarantine records go through staging too, opened on the first reject.
-async fn flush_quarantine(
-    ctx: &Ctx<'_>,
-    upload: &mut Option<Box<dyn Upload>>,
-    records: Bytes,
-) -> Result<()> {
-    if upload.is_none() {
-        let l = &ctx.layout;
-        *upload = Some(ctx.lake.stage(&l.quarantine, &ctx.run_id).await?);
-    }
-    match upload.as_mut() {
-        Some(u) => u.write(records).await,
-        None => Ok(()),
-    }
-}
-
-/// A refused file publishes nothing: drop the staging, leave raw and checkpoint alone.
-async fn refuse(ctx: &Ctx<'_>, streamed: Streamed, refusal: Refusal) -> Result<Summary> {
-    let input = &ctx.input_location;
-    streamed.data.abort().await.at(Step::Cleanup, input)?;
-    if let Some(q) = streamed.quarantine {
-        q.abort().await.at(Step::Cleanup, input)?;
-    }
-    let summary = Summary {
-        input_sha256: streamed.sha256,
-        accepted_rows: streamed.counts.accepted,
-        rejected_rows: streamed.counts.rejected,
-        duplicate_rows: streamed.counts.duplicates,
-        reason: Some(refusal),
-        ..ctx.summary(Action::Refused)
-    };
-    log_outcome(&summary);
-    Ok(summary)
-}
-
 /// Staged outputs of a run that is going to publish, with what it decided on.
 struct StagedRun {
     sha256: String,
@@ -606,6 +446,8 @@ struct StagedRun {
     quarantine: Option<Staged>,
     seen: Seen,
     prior: Option<Current>,
+    /// What the store's probe found: the promotions are sent under it.
+    fence: Fence,
 }
 
 async fn complete_staging(
@@ -613,6 +455,7 @@ async fn complete_staging(
     s: Streamed,
     seen: Seen,
     prior: Option<Current>,
+    fence: Fence,
 ) -> Result<StagedRun> {
     let data = s.data.complete().await?;
     let quarantine = match s.quarantine {
@@ -627,6 +470,7 @@ async fn complete_staging(
         quarantine,
         seen,
         prior,
+        fence,
     })
 }
 
@@ -635,18 +479,23 @@ async fn complete_staging(
 /// between leaves the old checkpoint, which no longer matches the data and is redone.
 async fn publish(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) -> Result<ObjectMeta> {
     let seen = &staged.seen;
-    let data = promote(ctx, &staged.data, seen.raw.as_ref()).await?;
+    let data = promote(ctx, &staged.data, seen.raw.as_ref(), staged.fence).await?;
     if let Some(q) = &staged.quarantine {
         lease.ensure_held()?;
-        promote(ctx, q, seen.quarantine.as_ref()).await?;
+        promote(ctx, q, seen.quarantine.as_ref(), staged.fence).await?;
     }
     Ok(data)
 }
 
 /// One fenced promotion: a 412 means another run published since we decided.
-async fn promote(ctx: &Ctx<'_>, staged: &Staged, seen: Option<&ObjectMeta>) -> Result<ObjectMeta> {
+async fn promote(
+    ctx: &Ctx<'_>,
+    staged: &Staged,
+    seen: Option<&ObjectMeta>,
+    fence: Fence,
+) -> Result<ObjectMeta> {
     let expect = Expect::from_head(seen);
-    match ctx.lake.promote(staged, &expect).await {
+    match ctx.lake.promote(staged, &expect, fence).await {
         Err(Error::Precondition { location }) => Err(Error::Conflict(format!(
             "conflict: {location} changed since this run decided ({}); another run published it. Nothing more was written; rerun to reconcile",
             match &expect {

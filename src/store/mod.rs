@@ -9,14 +9,14 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 
 use crate::error::{Error, Result};
-use crate::hook::FreezePoint;
+use crate::hook::{CrashPoint, FreezePoint, Hooks};
 
 pub mod local;
 pub mod s3;
@@ -57,6 +57,38 @@ impl Location {
             Location::Local(p) => p.file_name().and_then(|n| n.to_str()),
             Location::S3 { key, .. } => key.rsplit('/').next().filter(|n| !n.is_empty()),
         }
+    }
+
+    /// `rel` (a key, or a relative path) under this folder or prefix.
+    pub fn join(&self, rel: &str) -> Location {
+        match self {
+            Location::Local(dir) => Location::Local(dir.join(rel)),
+            Location::S3 { bucket, key } => Location::S3 {
+                bucket: bucket.clone(),
+                key: [key.as_str(), rel]
+                    .into_iter()
+                    .filter(|p| !p.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            },
+        }
+    }
+
+    /// The inverse of [`Location::join`] for a file or object: its folder or prefix
+    /// (`.` for a bare local file name) and its name.
+    pub fn split_name(&self) -> Option<(Location, &str)> {
+        let name = self.name()?;
+        let parent = match self {
+            Location::Local(path) => {
+                let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+                Location::Local(dir.map_or_else(|| ".".into(), |d| d.to_path_buf()))
+            }
+            Location::S3 { bucket, key } => Location::S3 {
+                bucket: bucket.clone(),
+                key: key.rsplit_once('/').map_or("", |(k, _)| k).to_owned(),
+            },
+        };
+        Some((parent, name))
     }
 }
 
@@ -129,27 +161,28 @@ pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
 /// before the request). A run that was frozen (SIGSTOP, a paused VM, a stalled mount)
 /// past its lease's deadline then writes nothing when it resumes. Also how long a
 /// local file lock is waited for before the write answers busy, so a frozen holder
-/// never blocks another run.
+/// never blocks another run, and the run's test and drill [`Hooks`] that fire inside
+/// a write.
 #[derive(Debug, Clone)]
 pub struct Gate {
     pub deadline: Deadline,
     pub lock_wait: Duration,
-    freeze_at: Option<FreezePoint>,
+    hooks: Hooks,
     frozen: Arc<AtomicBool>,
 }
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate::new(Deadline::default(), DEFAULT_LOCK_WAIT, None)
+        Gate::new(Deadline::default(), DEFAULT_LOCK_WAIT, Hooks::default())
     }
 }
 
 impl Gate {
-    pub fn new(deadline: Deadline, lock_wait: Duration, freeze_at: Option<FreezePoint>) -> Self {
+    pub fn new(deadline: Deadline, lock_wait: Duration, hooks: Hooks) -> Self {
         Gate {
             deadline,
             lock_wait,
-            freeze_at,
+            hooks,
             frozen: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -157,7 +190,7 @@ impl Gate {
     /// Called by a backend right before the write of `key` (relative to the store's
     /// root) at `location` takes effect. `Conflict` once the deadline has passed.
     pub fn before_write(&self, key: &str, location: &str) -> Result<()> {
-        if let Some(point) = self.freeze_at {
+        if let Some(point) = self.hooks.freeze_at {
             if FreezePoint::of_key(key) == Some(point) && !self.frozen.swap(true, Ordering::SeqCst)
             {
                 point.fire();
@@ -169,6 +202,12 @@ impl Gate {
             )));
         }
         Ok(())
+    }
+
+    /// Crash drills: called by a backend right after part `number` of a multipart
+    /// staging upload was acknowledged.
+    pub fn after_part(&self, number: u32) {
+        self.hooks.crash(CrashPoint::AfterPart(number));
     }
 }
 
@@ -192,6 +231,16 @@ pub enum Version {
         ino: u64,
         ctime_ns: i128,
     },
+}
+
+impl Version {
+    /// What this kind of marker is called in messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Version::ETag(_) => "ETag",
+            Version::File { .. } => "file identity",
+        }
+    }
 }
 
 impl ObjectMeta {
@@ -242,6 +291,42 @@ impl std::fmt::Display for CopyFence {
             CopyFence::Off => "not fenced (conditional copies off)",
         })
     }
+}
+
+/// What [`Store::fencing`] found on one store, and the proof that it ran: only a
+/// backend makes one, and [`Store::promote`] takes it, so no promotion can be sent
+/// before the store's copy conditions were probed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence(CopyFence);
+
+impl Fence {
+    /// Private to `store`: backends make fences, callers only pass them on.
+    fn new(verdict: CopyFence) -> Self {
+        Fence(verdict)
+    }
+
+    pub fn verdict(self) -> CopyFence {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// What holding a lease on a store must allow for (see [`crate::lease::LeaseOptions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// A holder that provably died on this machine can be taken over at once: its
+    /// writes died with it (a local lake). On S3 a dead holder's request may still
+    /// be executing on the server.
+    pub instant_takeover: bool,
+    /// How long a write sent before the lease's deadline can still take effect on
+    /// the store's side (S3: one attempt's timeout). `None` where every write checks
+    /// the deadline under a lock at its last instant (a local lake).
+    pub in_flight: Option<Duration>,
 }
 
 /// One entry of a [`Store::list`]: a file or object directly under the listed folder.
@@ -306,6 +391,30 @@ pub enum Sweep {
     Own,
 }
 
+impl Sweep {
+    /// Does this sweep by run `run_id` take a leftover written by run `owner`, last
+    /// modified at `modified`? Both backends ask here, each after parsing its own
+    /// names. An unknown age is never old enough; a time ahead of this host's clock
+    /// is no age at all.
+    pub fn takes(
+        self,
+        run_id: &str,
+        owner: &str,
+        modified: Option<SystemTime>,
+        now: SystemTime,
+    ) -> bool {
+        match self {
+            Sweep::Own => owner == run_id,
+            Sweep::Others { older_than } => {
+                owner != run_id
+                    && modified.is_some_and(|t| {
+                        now.duration_since(t).unwrap_or(Duration::ZERO) >= older_than
+                    })
+            }
+        }
+    }
+}
+
 /// What a sweep removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SweepReport {
@@ -354,14 +463,21 @@ pub trait Store: Send + Sync {
     /// Publish staged bytes under their destination atomically (a reader sees the old
     /// object or the new one), make it durable, verify it, and return its metadata.
     /// `expect` fences the write: if the destination is no longer what the run saw
-    /// when it decided, nothing is replaced and the answer is `Precondition` (on stores
-    /// that can fence a copy; see each backend).
-    async fn promote(&self, staged: &Staged, expect: &Expect) -> Result<ObjectMeta>;
+    /// when it decided, nothing is replaced and the answer is `Precondition` (where
+    /// `fence`, from [`Store::fencing`] on this store, says a copy can be fenced).
+    async fn promote(&self, staged: &Staged, expect: &Expect, fence: Fence) -> Result<ObjectMeta>;
 
-    /// Whether [`Store::promote`] is fenced on this store (probed once per process,
-    /// then cached). A probe writes only scratch objects in the staging of `dest_key`
-    /// by `run_id`, so a sweep removes them if the run dies mid-probe.
-    async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<CopyFence>;
+    /// Whether [`Store::promote`] is fenced on this store: probed once per store
+    /// value, then kept in it. A probe writes only scratch objects in the staging of
+    /// `dest_key` by `run_id`, so a sweep removes them if the run dies mid-probe.
+    async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence>;
+
+    /// What holding a lease on this store must allow for.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The same store (same client, same copy-fence verdict) whose writes pass `gate`:
+    /// one run's handle on a lake that an inbox run opened once for all its inputs.
+    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Store>;
 
     /// Remove a staging object once the checkpoint is written. Absent is fine.
     async fn discard(&self, staged: &Staged) -> Result<()>;
@@ -391,6 +507,25 @@ pub trait Upload: Send {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn locations_join_and_split() {
+        for (root, joined) in [
+            ("s3://b/in/", "s3://b/in/a.jsonl"),
+            ("s3://b", "s3://b/a.jsonl"),
+            ("/in", "/in/a.jsonl"),
+        ] {
+            let root = Location::parse(root).unwrap();
+            let file = root.join("a.jsonl");
+            assert_eq!(file.to_string(), joined);
+            let (parent, name) = file.split_name().unwrap();
+            assert_eq!((parent, name), (root.clone(), "a.jsonl"));
+        }
+        let bare = Location::parse("a.jsonl").unwrap();
+        assert_eq!(bare.split_name().unwrap().0.to_string(), ".");
+        let scratch = Location::parse("s3://b/lake").unwrap().join("drills/d-1/x");
+        assert_eq!(scratch.to_string(), "s3://b/lake/drills/d-1/x");
+    }
+
     use super::*;
 
     #[test]
@@ -413,6 +548,27 @@ mod tests {
         assert_eq!(
             Location::parse("lake").unwrap(),
             Location::Local(PathBuf::from("lake"))
+        );
+    }
+
+    #[test]
+    fn sweeps_take_their_own_leftovers_or_old_ones_of_others() {
+        let now = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let others = Sweep::Others { older_than: hour };
+        let old = Some(now - 2 * hour);
+        assert!(Sweep::Own.takes("r1", "r1", None, now));
+        assert!(!Sweep::Own.takes("r1", "r2", old, now));
+        assert!(others.takes("r1", "r2", old, now));
+        assert!(!others.takes("r1", "r1", old, now), "never the run's own");
+        assert!(!others.takes("r1", "r2", Some(now), now), "too young");
+        assert!(!others.takes("r1", "r2", None, now), "unknown age");
+        let any_age = Sweep::Others {
+            older_than: Duration::ZERO,
+        };
+        assert!(
+            any_age.takes("r1", "r2", Some(now + hour), now),
+            "a time ahead of this clock is age zero"
         );
     }
 }

@@ -2,7 +2,7 @@
 //! at each named stage while replacing a previous publish. After each, what a reader
 //! sees must be the old bytes or the complete new bytes, the checkpoint never names
 //! bytes that are not published, and a plain rerun ends in the state of a clean run
-//! with no staging left behind (DESIGN.md section 1, crash table).
+//! with no staging left behind (docs/design.md section 1, crash table).
 
 use crate::support::*;
 

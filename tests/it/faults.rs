@@ -3,7 +3,7 @@
 //! 500 InternalError, 503 SlowDown, a reset connection, a body cut short or stalled,
 //! a 200 answer carrying an `<Error>`, or an answer lost after the server did the
 //! work — while it replaces a previous publish with a ~12 MiB input (three 5 MiB
-//! parts). Whatever the fault, the run contract holds (DESIGN.md section 1):
+//! parts). Whatever the fault, the run contract holds (docs/design.md section 1):
 //!
 //! - the job either succeeds (a retryable fault, retried: the published bytes equal
 //!   a clean run's) or exits 1 naming the step that failed;

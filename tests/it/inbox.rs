@@ -1,6 +1,6 @@
 //! End-to-end tests of inbox runs (`landing run --inbox`), sharding, run history,
 //! `landing status` and `landing verify`, through the built binary, each body on a
-//! local lake, SeaweedFS and moto (DESIGN.md sections 6 and 7).
+//! local lake, SeaweedFS and moto (docs/design.md sections 6 and 7).
 //!
 //! Reads are counted, not inferred, on every backend: on S3 the run goes through the
 //! proxy, which counts GetObject calls per input (and, to prove "not read", fails
@@ -467,7 +467,7 @@ fn three_shards_land_every_input_once(kind: Kind) {
     assert_eq!(totals(&again)[0], totals(&again)[2]);
 }
 
-/// The shard (of `count`) that takes `name`: the fixed shard hash (DESIGN.md section
+/// The shard (of `count`) that takes `name`: the fixed shard hash (docs/design.md section
 /// 6), the first 8 bytes of the name's SHA-256, big-endian, modulo the count.
 fn shard_of(name: &str, count: u64) -> u64 {
     use sha2::Digest;
@@ -922,6 +922,45 @@ fn s3_listing_pages_through_thousands(server: Server) {
 
 matrix! {
     s3 s3_listing_pages_through_thousands: [seaweed, moto];
+}
+
+/// The copy-fence probe (scratch keys `…/probe-source/…`, `…/probe-target/…` in the
+/// staging folder) runs once per inbox run, whatever the number of inputs: the inputs
+/// share the lake the inbox run opened.
+fn copy_fence_is_probed_once_per_inbox_run(server: Server) {
+    let w = World::new(Kind::S3(server), "inbox-probe");
+    let probe_writes = |inputs: usize| {
+        for i in 1..=inputs {
+            put_inbox(&w, &format!("probe-{inputs}-{i}.jsonl"), &input_bytes(i));
+        }
+        let watch = Watch::counting(&w);
+        let env = watch.env();
+        let r = inbox_run(
+            &w,
+            &["--match", &format!("probe-{inputs}-*")],
+            &env_refs(&env),
+        );
+        assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+        assert_eq!(totals(&r)[1], inputs as u64, "all published: {}", r.ctx());
+        let Watch::S3 { proxy, .. } = watch else {
+            unreachable!("an S3 world")
+        };
+        let writes = proxy
+            .seen()
+            .iter()
+            .filter(|s| s.key.contains("/probe-source/") || s.key.contains("/probe-target/"))
+            .filter(|s| matches!(s.op, Op::PutObject | Op::CopyObject))
+            .count();
+        (writes, proxy.report())
+    };
+    let (one, report) = probe_writes(1);
+    assert!(one > 0, "a probe ran for one input: {report}");
+    let (four, report) = probe_writes(4);
+    assert_eq!(four, one, "one probe for four inputs: {report}");
+}
+
+matrix! {
+    s3 copy_fence_is_probed_once_per_inbox_run: [seaweed, moto, localstack];
 }
 
 /// `--dry-run` validates flags and LANDING_* variables, prints the resolved

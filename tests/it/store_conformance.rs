@@ -12,12 +12,12 @@ use aws_sdk_s3::Client;
 use bytes::Bytes;
 use landing::store::local::LocalStore;
 use landing::store::s3::S3Store;
-use landing::store::s3::{ChecksumMode, S3Options};
-use landing::store::{Condition, Expect, Staged, Store, Sweep, Upload};
+use landing::store::s3::{ChecksumMode, ConditionalCopy, S3Options};
+use landing::store::{Condition, CopyFence, Expect, ObjectMeta, Staged, Store, Sweep, Upload};
 use landing::Error;
 use tokio::io::AsyncReadExt;
 
-use crate::support::{test_s3_config, Kind};
+use crate::support::{test_s3_config, Kind, Server};
 
 const MIB: usize = 1 << 20;
 /// Every S3 fixture keeps its lake under this prefix, so prefix joining is exercised.
@@ -226,12 +226,22 @@ async fn read_all(store: &dyn Store, key: &str) -> Vec<u8> {
     out
 }
 
+/// Promote `staged` over `expect` under the fence its store's probe found, as a run
+/// does (`promote` cannot be called without one).
+async fn promote(
+    store: &dyn Store,
+    staged: &Staged,
+    expect: &Expect,
+) -> landing::Result<ObjectMeta> {
+    let fence = store.fencing(&staged.dest_key, RUN_1).await?;
+    store.promote(staged, expect, fence).await
+}
+
 /// Stage, promote and read back `data` under `name`; check what head and promote say.
 async fn round_trip(fx: &Fixture, store: &dyn Store, name: &str, data: &[u8], chunk: usize) {
     let spec = spec(name, RUN_1);
     let staged = stage_bytes(store, &spec, data, chunk).await;
-    let meta = store
-        .promote(&staged, &Expect::Absent)
+    let meta = promote(store, &staged, &Expect::Absent)
         .await
         .expect("promote");
     assert_eq!(meta.size, data.len() as u64);
@@ -454,8 +464,7 @@ async fn staged_object_is_invisible_before_promote(fx: &Fixture) {
         store.read(&spec.dest_key).await,
         Err(Error::NotFound { .. })
     ));
-    store
-        .promote(&staged, &Expect::Absent)
+    promote(&*store, &staged, &Expect::Absent)
         .await
         .expect("promote");
     assert!(read_all(&*store, &spec.dest_key).await == data);
@@ -508,8 +517,7 @@ async fn multi_part_staging_round_trips(fx: &Fixture) {
     }
     let staged = up.complete().await.expect("complete");
     assert_eq!(staged.size, data.len() as u64);
-    let meta = store
-        .promote(&staged, &Expect::Absent)
+    let meta = promote(&*store, &staged, &Expect::Absent)
         .await
         .expect("promote");
     assert_eq!(meta.size, data.len() as u64);
@@ -672,14 +680,60 @@ async fn sweep_leftovers(fx: &Fixture, uploads_dated_2010: bool) {
     }
     // The current run's upload is intact and still completes.
     let staged = own.complete().await.expect("own upload still completes");
-    store
-        .promote(&staged, &Expect::Absent)
+    promote(&*store, &staged, &Expect::Absent)
         .await
         .expect("promote");
     assert_eq!(
         read_all(&*store, "raw/progress/a.jsonl").await,
         b"{\"x\":3}\n"
     );
+}
+
+/// `fencing` reports what the store does with a copy's destination condition, and
+/// `promote` sends what it found: where a copy is fenced, a promotion never replaces
+/// a destination that changed since the run decided. Conditional copies switched off
+/// are reported as such.
+async fn fencing_reports_the_store_and_promote_obeys_it(fx: &Fixture) {
+    let store = fx.store();
+    let first = stage_bytes(&*store, &spec("a.jsonl", RUN_OLD), b"{\"x\":1}\n", 8).await;
+    let fence = store
+        .fencing(&first.dest_key, RUN_OLD)
+        .await
+        .expect("fencing");
+    let expected = match fx.backend {
+        Kind::S3(Server::Moto) => CopyFence::Ignored,
+        Kind::S3(Server::Localstack) => CopyFence::Unsafe,
+        _ => CopyFence::Fenced,
+    };
+    assert_eq!(fence.verdict(), expected);
+    let again = store
+        .fencing(&first.dest_key, RUN_CUR)
+        .await
+        .expect("fencing");
+    assert_eq!(again, fence, "one verdict per store");
+    store
+        .promote(&first, &Expect::Absent, fence)
+        .await
+        .expect("first publish");
+    if fence.verdict() == CopyFence::Fenced {
+        let late = stage_bytes(&*store, &spec("a.jsonl", RUN_CUR), b"{\"x\":2}\n", 8).await;
+        assert_precondition(
+            store.promote(&late, &Expect::Absent, fence).await,
+            "a promotion over a publish it did not see",
+        );
+        assert_eq!(
+            read_all(&*store, "raw/progress/a.jsonl").await,
+            b"{\"x\":1}\n"
+        );
+    }
+    if fx.is_s3() {
+        let off = S3Options {
+            conditional_copy: ConditionalCopy::Off,
+            ..test_s3_config()
+        };
+        let fence = fx.store_with(&off).fencing(&first.dest_key, RUN_CUR).await;
+        assert_eq!(fence.expect("fencing").verdict(), CopyFence::Off);
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -719,8 +773,7 @@ async fn staging_checksums_follow_the_sdk_setting(fx: &Fixture) {
             "{mode:?}: staged object's CRC32 is {:?}",
             head.checksum_crc32()
         );
-        let meta = store
-            .promote(&staged, &Expect::Absent)
+        let meta = promote(&*store, &staged, &Expect::Absent)
             .await
             .expect("promote");
         assert_eq!(meta.size, data.len() as u64);
@@ -787,8 +840,7 @@ async fn leftovers_lists_unpromoted_staging_until_swept(fx: &Fixture) {
     let none: Vec<String> = Vec::new();
     assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
     let published = stage_bytes(&*store, &spec("pub.jsonl", RUN_1), b"{\"x\":1}\n", 8).await;
-    store
-        .promote(&published, &Expect::Absent)
+    promote(&*store, &published, &Expect::Absent)
         .await
         .expect("promote");
     store.discard(&published).await.expect("discard");
@@ -832,6 +884,7 @@ matrix! {
     async sweep_on_moto_aborts_young_uploads_too_as_moto_dates_them_2010: [moto] => Fixture::run;
     async list_shows_one_level_with_identity: [local, seaweed, moto, localstack] => Fixture::run;
     async leftovers_lists_unpromoted_staging_until_swept: [local, seaweed, moto, localstack] => Fixture::run;
+    async fencing_reports_the_store_and_promote_obeys_it: [local, seaweed, moto, localstack] => Fixture::run;
 }
 
 // Cases for the S3 servers only.

@@ -67,9 +67,6 @@ pub struct S3Options {
     pub response_checksum: Option<ChecksumMode>,
     /// Prefix of per-run staging folders, relative to the store's root.
     pub staging_prefix: String,
-    /// Crash-drill hook (`hook::Hooks::crash_after_part`): die right after
-    /// this multipart part was acknowledged. Never set by a normal run.
-    pub crash_after_part: Option<u32>,
 }
 
 impl Default for S3Options {
@@ -89,7 +86,6 @@ impl Default for S3Options {
             request_checksum: None,
             response_checksum: None,
             staging_prefix: STAGING_PREFIX.to_owned(),
-            crash_after_part: None,
         }
     }
 }

@@ -1,0 +1,145 @@
+//! The stream stage: one pass over the input that hashes every byte, validates the
+//! lines and writes accepted lines and quarantine records to staging as they come;
+//! and a refusal, which drops that staging.
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tracing::info;
+
+use super::scan::{scan, Out, Scan};
+use super::validator::{Counts, Sequencer};
+use super::{log_outcome, Ctx};
+use crate::error::{Error, Result, Step, StepExt};
+use crate::hook::{CrashPoint, PausePoint};
+use crate::lease::Lease;
+use crate::progress::Progress;
+use crate::store::Upload;
+use crate::summary::{Action, Refusal, Summary};
+
+/// What the stream stage produced.
+pub(super) struct Streamed {
+    pub(super) sha256: String,
+    pub(super) counts: Counts,
+    pub(super) refusal: Option<Refusal>,
+    pub(super) data: Box<dyn Upload>,
+    pub(super) quarantine: Option<Box<dyn Upload>>,
+}
+
+/// One pass over the input: hash every byte, validate lines, and write accepted
+/// lines and quarantine records to staging as they come.
+pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
+    let input = &ctx.input_location;
+    let reader = ctx
+        .input
+        .read(&ctx.input_key)
+        .await
+        .at(Step::Stream, input)?;
+    crate::history::bytes_in(reader.size);
+    let l = &ctx.layout;
+    let data = ctx
+        .lake
+        .stage(&l.raw, &ctx.run_id)
+        .await
+        .at(Step::Stage, input)?;
+    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size);
+    let progress = Progress::new("land", reader.size, ctx.cfg.progress);
+    let (out_tx, out_rx) = mpsc::channel::<Out>(4);
+    let writer = write_staging(ctx, data, out_rx);
+    let scanned = scan(
+        reader,
+        input,
+        progress,
+        ctx.cfg.max_line_bytes,
+        Scan::Land(v, out_tx),
+        ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
+    );
+    let (scanned, written) = tokio::join!(scanned, writer);
+    let (data, quarantine) = written.at(Step::Stage, input)?;
+    let (sha256, v) = match scanned {
+        Ok(s) => s,
+        Err(e) => {
+            // Abort now rather than leave an incomplete upload for the next sweep.
+            let _ = data.abort().await;
+            if let Some(q) = quarantine {
+                let _ = q.abort().await;
+            }
+            return Err(e).at(Step::Stream, input);
+        }
+    };
+    let v = v
+        .ok_or_else(|| Error::store("stream", input, "validator missing"))
+        .at(Step::Stream, input)?;
+    lease.ensure_held().at(Step::Stream, input)?;
+    info!(distinct_events = v.distinct_events(), "stream complete");
+    Ok(Streamed {
+        sha256,
+        counts: v.counts(),
+        refusal: v.refusal().cloned(),
+        data,
+        quarantine,
+    })
+}
+
+/// The staging writer: takes the validator's output in order and writes it.
+async fn write_staging(
+    ctx: &Ctx<'_>,
+    mut data: Box<dyn Upload>,
+    mut rx: mpsc::Receiver<Out>,
+) -> Result<(Box<dyn Upload>, Option<Box<dyn Upload>>)> {
+    let mut quarantine: Option<Box<dyn Upload>> = None;
+    let mut wrote_any = false;
+    while let Some(out) = rx.recv().await {
+        let written = match out {
+            Out::Data(bytes) => data.write(bytes).await,
+            Out::Quarantine(bytes) => flush_quarantine(ctx, &mut quarantine, bytes).await,
+        };
+        if let Err(e) = written {
+            let _ = data.abort().await;
+            if let Some(q) = quarantine {
+                let _ = q.abort().await;
+            }
+            return Err(e);
+        }
+        if !wrote_any {
+            wrote_any = true;
+            ctx.hooks.crash(CrashPoint::MidStream);
+            ctx.hooks.pause(PausePoint::MidStream).await;
+        }
+    }
+    Ok((data, quarantine))
+}
+
+/// Quarantine records go through staging too, opened on the first reject.
+async fn flush_quarantine(
+    ctx: &Ctx<'_>,
+    upload: &mut Option<Box<dyn Upload>>,
+    records: Bytes,
+) -> Result<()> {
+    if upload.is_none() {
+        let l = &ctx.layout;
+        *upload = Some(ctx.lake.stage(&l.quarantine, &ctx.run_id).await?);
+    }
+    match upload.as_mut() {
+        Some(u) => u.write(records).await,
+        None => Ok(()),
+    }
+}
+
+/// A refused file publishes nothing: drop the staging, leave raw and checkpoint alone.
+pub(super) async fn refuse(ctx: &Ctx<'_>, streamed: Streamed, refusal: Refusal) -> Result<Summary> {
+    let input = &ctx.input_location;
+    streamed.data.abort().await.at(Step::Cleanup, input)?;
+    if let Some(q) = streamed.quarantine {
+        q.abort().await.at(Step::Cleanup, input)?;
+    }
+    let summary = Summary {
+        input_sha256: streamed.sha256,
+        accepted_rows: streamed.counts.accepted,
+        rejected_rows: streamed.counts.rejected,
+        duplicate_rows: streamed.counts.duplicates,
+        reason: Some(refusal),
+        ..ctx.summary(Action::Refused)
+    };
+    log_outcome(&summary);
+    Ok(summary)
+}

@@ -42,6 +42,20 @@ class PolicyTest(unittest.TestCase):
             json.loads(cfg[key])
         self.assertTrue(Path(cfg["input"]).is_file())
         self.assertTrue(cfg["input"].endswith(NAME), "the scenario lands the input it names")
+        self.assertTrue(cfg["refused_input"].endswith(iam.REFUSED), "the scenario refuses the input it names")
+
+    def test_the_scenario_inputs_do_what_each_step_needs(self):
+        """The input has exactly one line that is not JSON (one reject, under the cap
+        of 1); the refused input has a prohibited field, and without it is landable."""
+        cfg = policies.iam_config("in", "lake", "other")
+        data = Path(cfg["input"]).read_bytes()
+        clean = iam.without_rejects(data)
+        self.assertEqual(len(clean.splitlines()), len(data.splitlines()) - 1)
+        refused = Path(cfg["refused_input"]).read_bytes()
+        self.assertIn(b'"email"', refused)
+        fixed = iam.without_field(refused, "email")
+        self.assertNotIn(b'"email"', fixed)
+        self.assertEqual(len(fixed.splitlines()), len(refused.splitlines()))
 
     def test_the_repository_policies_grant_lists_only_inside_their_prefix(self):
         vals = policies.policy_values("in", "lake", "lake", "progress")
@@ -64,6 +78,110 @@ class PolicyTest(unittest.TestCase):
         }
         for what, statement in cases.items():
             self.assertTrue(policies.grant_problems("p", {"Statement": [statement]}, ("lake/",)), what)
+
+    def test_iam_globs(self):
+        lake = "arn:aws:s3:::b/lake/raw/"
+        for pattern in ("*", "arn:aws:s3:::b/*", "arn:aws:s3:::b/lake/*", "arn:aws:s3:::b/lake/raw/*",
+                        "arn:aws:s3:::b/lake/raw/progress/*", "arn:aws:s3:::b/lake/r?w/*", "arn:aws:s3:::*/lake/raw/*",
+                        "arn:aws:s3:::b/lake/ra*", "arn:aws:s3:::b/*/raw/x.jsonl", "arn:*:s3:::b/lake/raw/"):
+            self.assertTrue(policies.glob_covers_some(pattern, lake), pattern)
+        for pattern in ("arn:aws:s3:::b/lake/staging/*", "arn:aws:s3:::b/lake/raw", "arn:aws:s3:::b",
+                        "arn:aws:s3:::other/lake/*", "arn:aws:s3:::b/lake/rawx/*", "arn:aws:s3:::b/elsewhere/*"):
+            self.assertFalse(policies.glob_covers_some(pattern, lake), pattern)
+        self.assertTrue(policies.glob_covers_all("arn:aws:s3:::b/lake/*", lake))
+        self.assertTrue(policies.glob_covers_all("arn:aws:s3:::b/lake/raw/**", lake))
+        self.assertFalse(policies.glob_covers_all("arn:aws:s3:::b/lake/raw/progress/*", lake))
+        self.assertFalse(policies.glob_covers_all("arn:aws:s3:::b/lake/raw/", lake), "only the folder marker")
+        self.assertTrue(policies.glob_matches("s3:delete*", "s3:deleteobject"))
+        self.assertFalse(policies.glob_matches("s3:delete", "s3:deleteobject"))
+
+    def test_deletes_that_reach_raw_are_caught(self):
+        """A statement granting DeleteObject (or a version delete, or a wildcard that
+        takes them in) on a resource that covers any key under raw/ (or checkpoints/,
+        locks/, runs/) is a problem; deletes confined to other zones are not."""
+        arn = "arn:aws:s3:::lake-b/lake"
+        stmt = {"Sid": "S", "Effect": "Allow", "Action": ["s3:DeleteObject"], "Resource": [f"{arn}/staging/*"]}
+        check = lambda s: policies.delete_problems("job.json", {"Statement": [s]}, "lake-b", "lake")  # noqa: E731
+        self.assertEqual(check(stmt), [])
+        for ok in ({"Resource": [f"{arn}/quarantine/*", f"{arn}/drills/*"]},
+                   {"Action": ["s3:PutObject", "s3:GetObject"], "Resource": "*"},
+                   {"Effect": "Deny", "Resource": "*"},
+                   {"Resource": "arn:aws:s3:::other-bucket/lake/*"},
+                   {"Action": "s3:DeleteBucket", "Resource": "*"},
+                   {"NotResource": [f"{arn}/*"]}):
+            self.assertEqual(check(dict(stmt, **ok)), [], ok)
+        bad_cases = {
+            "the lake prefix": {"Resource": [f"{arn}/*"]},
+            "raw/ itself": {"Resource": [f"{arn}/raw/*"]},
+            "one product under raw/": {"Resource": f"{arn}/raw/progress/*"},
+            "the bucket": {"Resource": ["arn:aws:s3:::lake-b/*"]},
+            "every resource": {"Resource": "*"},
+            "a ? wildcard": {"Resource": [f"{arn}/r?w/*"]},
+            "among others": {"Resource": [f"{arn}/staging/*", f"{arn}/*"]},
+            "s3:*": {"Action": ["s3:*"], "Resource": [f"{arn}/*"]},
+            "s3:Delete*": {"Action": "s3:Delete*", "Resource": [f"{arn}/*"]},
+            "*": {"Action": "*", "Resource": [f"{arn}/*"]},
+            "another case": {"Action": ["S3:deleteobject"], "Resource": [f"{arn}/*"]},
+            "a version delete": {"Action": ["s3:DeleteObjectVersion"], "Resource": [f"{arn}/*"]},
+            "NotAction without the delete": {"Action": None, "NotAction": ["s3:GetObject"], "Resource": [f"{arn}/*"]},
+            "NotResource missing raw/": {"Resource": None, "NotResource": [f"{arn}/staging/*"]},
+        }
+        for what, change in bad_cases.items():
+            s = {k: v for k, v in dict(stmt, **change).items() if v is not None}
+            self.assertTrue(any("under raw/" in p for p in check(s)), what)
+        for zone in ("checkpoints", "locks", "runs"):
+            self.assertTrue(check(dict(stmt, Resource=f"{arn}/{zone}/*")), zone)
+        s = {"Effect": "Allow", "NotAction": ["s3:Delete*"], "Resource": "*"}
+        self.assertEqual(check(s), [], "NotAction that leaves the deletes out")
+
+    def test_the_policy_before_issue_25_is_caught(self):
+        """The job's lake grant as it was: every action on the whole lake prefix."""
+        old = {"Statement": [{"Sid": "LakeObjects", "Effect": "Allow", "Action": [
+            "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+            "Resource": ["arn:aws:s3:::b/lake/*"]}]}
+        problems = policies.delete_problems("job.json", old, "b", "lake")
+        self.assertEqual([p.split(" under ")[1].split("/")[0] for p in problems],
+                         ["raw", "checkpoints", "locks", "runs"])
+
+    def test_the_repository_policies_delete_nothing_readers_or_the_job_depend_on(self):
+        vals = policies.policy_values("in", "lake-b", "lake", "progress")
+        for name in ("job.json", "reader.json"):
+            doc = json.loads(policies.render((ROOT / "terraform" / "policies" / name).read_text(), vals))
+            self.assertEqual(policies.delete_problems(name, doc, "lake-b", "lake"), [], name)
+
+    def test_the_job_policy_has_one_statement_per_zone(self):
+        """Each lake zone in its own statement, with exactly the actions the code
+        performs there (terraform/iam.tf names the code path of each Sid)."""
+        vals = policies.policy_values("in", "lake-b", "lake", "progress")
+        doc = json.loads(policies.render((ROOT / "terraform" / "policies" / "job.json").read_text(), vals))
+        zones = {}
+        for s in doc["Statement"]:
+            for r in s["Resource"]:
+                if r.startswith("arn:aws:s3:::lake-b/lake/"):
+                    zones[r.removeprefix("arn:aws:s3:::lake-b/lake/")] = sorted(s["Action"])
+        get, put, delete, abort = "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"
+        self.assertEqual(zones, {
+            "staging/*": sorted([get, put, delete, abort]),
+            "raw/*": sorted([get, put, abort]),
+            "quarantine/*": sorted([get, put, delete, abort]),
+            "checkpoints/*": sorted([get, put]),
+            "locks/*": sorted([get, put]),
+            "runs/*": sorted([get, put]),
+            "drills/*": sorted([get, put, delete, abort]),
+        })
+        iam_tf = (ROOT / "terraform" / "iam.tf").read_text()
+        for s in doc["Statement"]:
+            self.assertIn(f"#   {s['Sid']} ", iam_tf, f"terraform/iam.tf says which code path uses {s['Sid']}")
+
+    def test_every_workload_runs_as_the_trusted_service_account(self):
+        trust = json.loads(policies.render((ROOT / "terraform" / "policies" / "job-trust.json").read_text(),
+                                           policies.policy_values("in", "lake")))
+        subjects = policies.trusted_subjects(trust)
+        self.assertEqual(subjects, ["system:serviceaccount:landing:landing"])
+        good = [("CronJob/landing-nightly", "landing", "landing"), ("Job/landing-backfill", "landing", "landing")]
+        self.assertEqual(policies.workload_identity_problems(subjects, good), [])
+        for bad in (("Job/landing-backfill", "landing", "backfill"), ("Job/landing-backfill", "default", "landing")):
+            self.assertEqual(len(policies.workload_identity_problems(subjects, good + [bad])), 1, bad)
 
     def test_only_the_listed_parliament_findings_are_accepted(self):
         bad, accepted = policies.parliament_verdict({
@@ -136,6 +254,85 @@ class ScenarioVerdictTest(unittest.TestCase):
             "the first run's data staged too")
         self.assertEqual(len(held(iam.after_staging_verdicts(**dict(good, settled=["lake/checkpoints/x"])))), 1,
                          "something settled")
+
+    def test_publish_and_republish(self):
+        q = [iam.QUARANTINE]
+        ck = [iam.CHECKPOINT]
+        good = {"action": "published", "rejected_rows": 1}
+        self.assertEqual(held(iam.publish_verdicts(0, good, "", [iam.RAW], q, ck)), [])
+        self.assertEqual(len(held(iam.publish_verdicts(1, {}, "AccessDenied", [], [], []))), 4)
+        self.assertEqual(len(held(iam.publish_verdicts(0, good, "", [iam.RAW], [], ck))), 1, "no quarantine")
+        rep = {"action": "published", "rejected_rows": 0}
+        self.assertEqual(held(iam.republish_verdicts(0, rep, "", [], '"a"', '"b"')), [])
+        self.assertEqual(len(held(iam.republish_verdicts(0, rep, "", q, '"a"', '"b"'))), 1,
+                         "the old quarantine left behind (its delete denied)")
+        self.assertEqual(len(held(iam.republish_verdicts(0, rep, "", [], '"a"', '"a"'))), 1, "raw/ not replaced")
+        self.assertEqual(len(held(iam.republish_verdicts(0, dict(rep, rejected_rows=1), "", [], "a", "b"))), 1)
+
+    def test_inbox_run(self):
+        out = "\n".join(json.dumps(x) for x in (
+            {"input": f"s3://in/inbox/{NAME}", "action": "skipped"},
+            {"input": f"s3://in/inbox/{iam.INBOX_NEW}", "action": "published"},
+            {"inbox": "s3://in/inbox", "totals": {"inputs": 2, "published": 1, "skipped": 1}}))
+        raw = [iam.RAW, f"lake/raw/progress/{iam.INBOX_NEW}"]
+        self.assertEqual(held(iam.inbox_verdicts(0, out, "", raw)), [])
+        self.assertEqual(len(held(iam.inbox_verdicts(0, out, "", [iam.RAW]))), 1)
+        self.assertTrue(held(iam.inbox_verdicts(1, out.replace('"published"', '"failed"'), "", raw)))
+        self.assertEqual(len(held(iam.inbox_verdicts(0, out.replace('"action": "skipped"', '"action": "published"'),
+                                                     "", raw))), 1, "the landed input published again")
+
+    def test_refusal(self):
+        s = {"action": "refused", "reason": {"kind": "prohibited_field", "field": "email"}}
+        rec = [f"lake/runs/progress/{iam.REFUSED}/r.json"]
+        self.assertEqual(held(iam.refusal_verdicts(65, s, [], [], [], rec)), [])
+        self.assertEqual(len(held(iam.refusal_verdicts(65, s, [], [], ["lake/staging/progress/r/x"], rec))), 1,
+                         "its upload not aborted")
+        self.assertEqual(len(held(iam.refusal_verdicts(65, s, [], [], [], []))), 1, "no run record")
+        self.assertEqual(len(held(iam.refusal_verdicts(65, dict(s, reason={"kind": "reject_cap"}), [], [], [], rec))),
+                         1, "refused for another reason")
+        self.assertEqual(len(held(iam.refusal_verdicts(1, {}, [], [], [], rec))), 2)
+
+    def test_status_and_verify(self):
+        report = {"inputs": [{"input_name": NAME, "intact": True}, {"input_name": iam.INBOX_NEW, "intact": True}],
+                  "leases": [], "leftovers": []}
+        hist = {"runs": [{"action": "skipped"}, {"action": "published"}]}
+        self.assertEqual(held(iam.status_verdicts(0, report, 0, hist)), [])
+        self.assertEqual(len(held(iam.status_verdicts(0, dict(report, leases=[{"holder": "r"}]), 0, hist))), 1)
+        self.assertEqual(len(held(iam.status_verdicts(0, report, 1, {}))), 1)
+        self.assertEqual(len(held(iam.status_verdicts(1, {}, 0, hist))), 3)
+        ok = {"checked": 2, "findings": 0, "deep": True}
+        self.assertEqual(held(iam.verify_verdicts(0, ok, True)), [])
+        self.assertTrue(held(iam.verify_verdicts(0, ok, False)), "not the deep verify asked for")
+        self.assertTrue(held(iam.verify_verdicts(1, dict(ok, findings=1), True)))
+
+    def test_drill(self):
+        rows = [{"scenario": s, "held": True} for s in iam.DRILL_SCENARIOS]
+        report = {"passed": True, "rows": rows}
+        self.assertEqual(held(iam.drill_verdicts(0, report, "", [], [])), [])
+        self.assertEqual(len(held(iam.drill_verdicts(0, report, "", ["lake/drills/d/x"], []))), 1,
+                         "scratch left behind (its deletes denied)")
+        self.assertEqual(len(held(iam.drill_verdicts(0, dict(report, rows=rows[:3]), "", [], []))), 1)
+        broken = dict(report, rows=rows[:-1] + [{"scenario": rows[-1]["scenario"], "held": False}])
+        self.assertEqual(len(held(iam.drill_verdicts(0, broken, "", [], []))), 1)
+        self.assertEqual(len(held(iam.drill_verdicts(1, {}, "AccessDenied", [], []))), 3)
+
+    def test_the_job_denials_cover_what_issue_25_requires(self):
+        denials = iam.job_denials("in", "lake", "other")
+        by = [(method, kw["Bucket"], kw["Key"]) for _, method, kw in denials if "Key" in kw]
+        self.assertIn(("delete_object", "lake", iam.RAW), by)
+        self.assertIn(("delete_object", "lake", iam.CHECKPOINT), by)
+        self.assertTrue(any(m == "put_object" and b == "lake" and not k.startswith("lake/") for m, b, k in by),
+                        "PutObject outside the lake prefix")
+        inbox_writes = {m for m, b, k in by if b == "in"}
+        self.assertTrue({"put_object", "delete_object", "copy_object", "create_multipart_upload"} <= inbox_writes)
+        self.assertEqual(len({what for what, _, _ in denials}), len(denials), "each denial named once")
+
+    def test_a_batch_delete_must_delete_nothing(self):
+        keys = [iam.RAW, iam.CHECKPOINT]
+        refused = {"Errors": [{"Key": k, "Code": "AccessDenied"} for k in keys]}
+        self.assertEqual(held(iam.batch_delete_verdicts("x", refused, keys)), [])
+        self.assertTrue(held(iam.batch_delete_verdicts("x", {"Deleted": [{"Key": iam.RAW}]}, keys)))
+        self.assertTrue(held(iam.batch_delete_verdicts("x", {"Errors": refused["Errors"][:1]}, keys)))
 
     def test_denials_are_the_codes_moto_answers(self):
         for code in ("AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId"):

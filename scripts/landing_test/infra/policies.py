@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -94,6 +95,167 @@ def grant_problems(name: str, policy: dict, prefixes: tuple[str, ...]) -> list[s
     return problems
 
 
+# The lake zones the job never deletes in, each with why (docs/deployment.md, IAM).
+# No statement may grant a delete on a resource that covers any key under them.
+NO_DELETE_ZONES = {
+    "raw": "readers depend on it; nothing in the job removes a published object",
+    "checkpoints": "the record of what was published; the job only replaces it, with If-Match",
+    "locks": "a lease is released by a conditional overwrite, never deleted",
+    "runs": "run history; only a lifecycle rule expires it",
+}
+# What counts as a delete: DeleteObjects (batch) is authorised as s3:DeleteObject per
+# key, and a version delete is worse than a delete (it is not recoverable).
+DELETE_ACTIONS = ("s3:DeleteObject", "s3:DeleteObjectVersion")
+
+
+def _listed(v) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def _glob_states(pattern: str, text: str) -> set[int]:
+    """The positions of IAM glob `pattern` (`*` any run of characters, `/`
+    included; `?` one character; anything else literal) that can be reached after
+    reading all of `text`: empty when no string that starts with `text` matches."""
+
+    def closure(states):
+        out, todo = set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i in out:
+                continue
+            out.add(i)
+            if i < len(pattern) and pattern[i] == "*":
+                todo.append(i + 1)
+        return out
+
+    states = closure({0})
+    for ch in text:
+        step = set()
+        for i in states:
+            if i < len(pattern):
+                if pattern[i] == "*":
+                    step.add(i)
+                elif pattern[i] == "?" or pattern[i] == ch:
+                    step.add(i + 1)
+        states = closure(step)
+        if not states:
+            break
+    return states
+
+
+def glob_matches(pattern: str, text: str) -> bool:
+    """IAM glob `pattern` matches all of `text`."""
+    return len(pattern) in _glob_states(pattern, text)
+
+
+def glob_covers_some(pattern: str, prefix: str) -> bool:
+    """`pattern` matches at least one key that starts with `prefix`."""
+    return bool(_glob_states(pattern, prefix))
+
+
+def glob_covers_all(pattern: str, prefix: str) -> bool:
+    """`pattern` matches every key that starts with `prefix` (a trailing `*` reached)."""
+    return any(i < len(pattern) and set(pattern[i:]) == {"*"} for i in _glob_states(pattern, prefix))
+
+
+def grants_action(statement: dict, action: str) -> bool:
+    """Whether an Allow statement's Action (or NotAction) takes in `action`; actions
+    are case-insensitive, with `*` and `?` as in resources."""
+    if statement.get("Effect") != "Allow":
+        return False
+    if "NotAction" in statement:
+        return not any(glob_matches(a.lower(), action.lower()) for a in _listed(statement["NotAction"]))
+    return any(glob_matches(a.lower(), action.lower()) for a in _listed(statement.get("Action", [])))
+
+
+def covers_zone(statement: dict, zone_prefix: str) -> bool:
+    """Whether a statement's Resource (or NotResource) takes in some object key under
+    `zone_prefix` (an ARN prefix ending in `/`)."""
+    if "NotResource" in statement:
+        return not any(glob_covers_all(r, zone_prefix) for r in _listed(statement["NotResource"]))
+    return any(glob_covers_some(r, zone_prefix) for r in _listed(statement.get("Resource", [])))
+
+
+def delete_problems(name: str, policy: dict, lake_bucket: str, lake_prefix: str,
+                    zones=tuple(NO_DELETE_ZONES)) -> list[str]:
+    """Every statement of a rendered policy that grants a delete (DELETE_ACTIONS, also
+    through `s3:*`, `s3:Delete*`, `*` or NotAction) on a resource covering any key
+    under one of `zones` of the lake (a wildcard over the lake prefix, the bucket or
+    `*` counts)."""
+    problems = []
+    for s in policy["Statement"]:
+        for zone in zones:
+            zone_arn = f"arn:aws:s3:::{lake_bucket}/{lake_prefix}/{zone}/"
+            for action in DELETE_ACTIONS:
+                if grants_action(s, action) and covers_zone(s, zone_arn):
+                    problems.append(f"{name} {s.get('Sid')}: grants {action} under {zone}/ "
+                                    f"({NO_DELETE_ZONES.get(zone, 'never deleted by the job')})")
+    return problems
+
+
+def workload_identity_problems(trusted_subjects: list[str], workloads: list[tuple[str, str, str]]) -> list[str]:
+    """Each (label, namespace, service account) of a pod template in k8s/ must be one
+    the job role's trust policy admits (its `sub` condition), so every workload (the
+    CronJob and the backfill Indexed Job) runs with exactly the job's policy."""
+    problems = []
+    for label, namespace, account in workloads:
+        sub = f"system:serviceaccount:{namespace}:{account}"
+        if sub not in trusted_subjects:
+            problems.append(f"{label} runs as {sub}, which the job role does not trust ({trusted_subjects})")
+    return problems
+
+
+def trusted_subjects(trust: dict) -> list[str]:
+    """The service-account subjects a rendered trust policy admits."""
+    out = []
+    for s in trust["Statement"]:
+        for op in ("StringEquals", "StringLike"):
+            for key, v in s.get("Condition", {}).get(op, {}).items():
+                if key.endswith(":sub"):
+                    out.extend(v if isinstance(v, list) else [v])
+    return out
+
+
+def job_role_wiring() -> str:
+    """terraform gives the job one role, trusted by one service account, with
+    job.json attached; every CronJob and Job in k8s/ runs as that account."""
+    from .k8s import manifests  # the k8s checks' loader (yaml through the infra venv)
+
+    tdir = ROOT / "terraform"
+    parsed = json.loads(infra_python("hcl_json.py", tdir / "variables.tf", tdir / "iam.tf").stdout)
+    defaults = {n: b.get("default") for doc in parsed.values() for v in doc.get("variable", []) for n, b in v.items()}
+    resources = {f"{rtype}.{n}": b for doc in parsed.values() for r in doc.get("resource", [])
+                 for rtype, named in r.items() for n, b in named.items()}
+    roles = [k for k in resources if k.startswith("aws_iam_role.")]
+    require(roles == ["aws_iam_role.job"], f"terraform: one role for every pod of the job, found {roles}")
+    require("policies/job-trust.json" in resources["aws_iam_role.job"]["assume_role_policy"],
+            "terraform: the job role's trust policy is not policies/job-trust.json")
+    attached = [b for k, b in resources.items() if k.startswith("aws_iam_role_policy.")
+                and "policies/job.json" in b.get("policy", "")]
+    require(len(attached) == 1 and attached[0].get("role") == "${aws_iam_role.job.id}",
+            "terraform: policies/job.json must be attached to aws_iam_role.job, once")
+    vals = dict(policy_values("in", "lake"), service_account_namespace=defaults["service_account_namespace"],
+                service_account_name=defaults["service_account_name"])
+    trust = json.loads(render((tdir / "policies" / "job-trust.json").read_text(), vals))
+    subjects = trusted_subjects(trust)
+    docs = manifests()
+    pods = []
+    for ds in docs.values():
+        for d in ds:
+            if d.get("kind") == "CronJob":
+                pod = d["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+            elif d.get("kind") == "Job":
+                pod = d["spec"]["template"]["spec"]
+            else:
+                continue
+            pods.append((f"{d['kind']}/{d['metadata']['name']}", d["metadata"].get("namespace", "default"),
+                         pod.get("serviceAccountName", "default")))
+    require(any(k.startswith("Job/") for k, _, _ in pods), "k8s/: no Job (the backfill Indexed Job) found")
+    problems = workload_identity_problems(subjects, pods)
+    require(not problems, "; ".join(problems))
+    return f"{', '.join(k for k, _, _ in pods)} run as {', '.join(subjects)}, the job role's only subject"
+
+
 def check_parliament(ctx) -> str:
     vals = policy_values("example-landing-inbox", "example-landing-lake", "lake", "progress")
     docs = {pf.name: render(pf.read_text(), vals) for pf in sorted((ROOT / "terraform" / "policies").glob("*.json"))}
@@ -102,8 +264,11 @@ def check_parliament(ctx) -> str:
     require(not bad, "parliament findings: " + "; ".join(bad))
     for name in ("job.json", "reader.json"):
         problems = grant_problems(name, json.loads(docs[name]), ("progress/", "lake/"))
-        require(not problems, problems[0] if problems else "")
-    return f"{len(docs)} policies: no findings but {len(accepted)} accepted: " + "; ".join(accepted)
+        problems += delete_problems(name, json.loads(docs[name]), vals["lake_bucket"], vals["lake_prefix"])
+        require(not problems, "; ".join(problems))
+    wiring = job_role_wiring()
+    return (f"{len(docs)} policies: no findings but {len(accepted)} accepted: " + "; ".join(accepted)
+            + f"; no delete under {', '.join(z + '/' for z in NO_DELETE_ZONES)}; {wiring}")
 
 
 # ------------------------------------------------------------------------ moto IAM
@@ -150,13 +315,15 @@ def moto_server():
 
 
 def iam_config(inbox: str, lake: str, other: str) -> dict:
-    """What programs/iam_scenario.py reads on stdin: the buckets, the input, and the
-    policies of terraform/policies/ rendered for these buckets."""
+    """What programs/iam_scenario.py reads on stdin: the buckets, the inputs (one
+    that publishes with one rejected line, one that is refused for a prohibited
+    field), and the policies of terraform/policies/ rendered for these buckets."""
     pol = ROOT / "terraform" / "policies"
     vals = policy_values(inbox, lake, "lake", "inbox")
     return {
         "inbox": inbox, "lake": lake, "other": other,
         "input": str(ROOT / "examples" / "inbox" / "progress-2026-03-02.jsonl"),
+        "refused_input": str(ROOT / "examples" / "inbox" / "progress-2026-03-03.jsonl"),
         "job_policy": render((pol / "job.json").read_text(), vals),
         "reader_policy": render((pol / "reader.json").read_text(), vals),
         "admin_policy": json.dumps({"Version": "2012-10-17", "Statement": [
@@ -174,7 +341,11 @@ def iam_failures(scenario_stdout: str) -> tuple[int, list[str]]:
 def check_iam(ctx) -> str:
     cfg = iam_config("landing-infra-inbox", "landing-infra-lake", "landing-infra-other")
     with moto_server() as endpoint, tempfile.TemporaryDirectory(prefix="landing-infra-") as work:
-        p = infra_python("iam_scenario.py", endpoint, ctx.binary, work, input=json.dumps(cfg), check=False,
+        # A copy: `landing drill` re-executes its own file for its child runs, which
+        # a rebuild of target/ during the scenario would otherwise pull away.
+        binary = Path(work) / "landing"
+        shutil.copy2(ctx.binary, binary)
+        p = infra_python("iam_scenario.py", endpoint, binary, work, input=json.dumps(cfg), check=False,
                          timeout=900)
         require(p.returncode == 0, f"IAM scenario crashed (exit {p.returncode}):\n{tail(p.stdout + p.stderr)}")
         n, bad = iam_failures(p.stdout)

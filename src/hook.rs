@@ -62,7 +62,7 @@ impl FreezePoint {
 
     /// Stop this process (SIGSTOP cannot be caught); it goes on when sent SIGCONT.
     pub fn fire(self) {
-        eprintln!("landing: frozen at {self:?}");
+        crate::progress::say(&format!("landing: frozen at {self:?}"));
         // raise(3), not kill(getpid()): a signal sent to the process may be taken by
         // another thread while this one runs on into the write; one raised on this
         // thread is delivered before raise returns, and SIGSTOP stops every thread.
@@ -95,7 +95,7 @@ impl CrashPoint {
     /// Die here, abruptly, as a killed process would: SIGKILL to ourselves, so no
     /// destructor, flush or cleanup runs.
     pub fn fire(self) -> ! {
-        eprintln!("landing: drill crash at {self}");
+        crate::progress::say(&format!("landing: drill crash at {self}"));
         // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
         unsafe {
             libc::kill(libc::getpid(), libc::SIGKILL);
@@ -121,7 +121,7 @@ pub enum PausePoint {
 impl PausePoint {
     /// Say where we are on stderr, then wait for one line (or end) on stdin.
     pub async fn wait(self) {
-        eprintln!("landing: paused at {self:?}");
+        crate::progress::say(&format!("landing: paused at {self:?}"));
         let _ = tokio::task::spawn_blocking(|| {
             let mut line = String::new();
             std::io::stdin().read_line(&mut line)

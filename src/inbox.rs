@@ -15,7 +15,6 @@
 //! rule (and swept by the input's next full run).
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,6 +29,7 @@ use crate::history::{self, RunRecord};
 use crate::hook::Hooks;
 use crate::layout::Layout;
 use crate::pipeline;
+use crate::progress;
 use crate::shutdown::Shutdown;
 use crate::store::{Listed, Location, Store};
 use crate::summary::{Action, Signal, Summary};
@@ -190,6 +190,8 @@ pub struct Landed {
     /// The stdout line (section 4's schema; busy, conflict and failed runs get an
     /// `error`).
     pub line: Value,
+    /// From the start of its run (after any wait for a `--jobs` slot) to its outcome.
+    pub took: Duration,
 }
 
 /// Land one input: cheap skip or full run, then its run record. A full run waits
@@ -204,6 +206,7 @@ pub async fn land_one(
     full_runs: Option<&tokio::sync::Semaphore>,
 ) -> Option<Landed> {
     let (ran, trace) = history::traced(async {
+        let started = Instant::now();
         if try_cheap {
             if let (Some(lake), Some(meta)) = (lake, &cfg.input_meta) {
                 let listed = Listed {
@@ -215,7 +218,7 @@ pub async fn land_one(
                     Ok(Some(summary)) => {
                         history::begin(&summary.run_id);
                         history::lap("checkpoint-check");
-                        return Some((Ok(summary), true));
+                        return Some((Ok(summary), true, started));
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -234,10 +237,18 @@ pub async fn land_one(
             },
             None => None,
         };
-        Some((pipeline::run(cfg, lake, hooks, shutdown).await, false))
+        // An inbox input in flight has its bar on a terminal until it finishes.
+        let _bar = full_runs.and_then(|_| progress::in_flight(&cfg.input_name));
+        let started = Instant::now();
+        Some((
+            pipeline::run(cfg, lake, hooks, shutdown).await,
+            false,
+            started,
+        ))
     })
     .await;
-    let (result, cheap) = ran?;
+    let (result, cheap, started) = ran?;
+    let took = started.elapsed();
     let (action, line, error) = match &result {
         Ok(summary) => (
             summary.action,
@@ -289,49 +300,56 @@ pub async fn land_one(
         result,
         action,
         line,
+        took,
     })
 }
 
-/// Progress over inputs: a bar on a terminal, otherwise a line per input and a
-/// periodic line.
+/// Progress over inputs: on a terminal, a footer under the inputs' bars and a line
+/// per finished input; otherwise a log line per input and a periodic line.
 struct InboxProgress {
     bar: Option<indicatif::ProgressBar>,
     total: usize,
+    /// The longest input name: the column results are lined up in.
+    name_col: usize,
     started: Instant,
     last_log: Mutex<Instant>,
+    /// Rows published so far (the totals line on a terminal).
+    rows: std::sync::atomic::AtomicU64,
 }
 
 impl InboxProgress {
-    fn new(total: usize, mode: Mode) -> Self {
-        let show = match mode {
-            Mode::Always => true,
-            Mode::Never => false,
-            Mode::Auto => std::io::stderr().is_terminal(),
-        };
-        let bar = show.then(|| {
-            let multi = crate::progress::multi();
-            let bar = multi.add(indicatif::ProgressBar::new(total as u64));
-            let style = indicatif::ProgressStyle::with_template(
-                "inbox [{bar:30}] {pos}/{len} inputs {per_sec} eta {eta} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> ");
-            bar.set_style(style);
-            bar
-        });
+    fn new(inputs: &[Listed], mode: Mode) -> Self {
+        let total = inputs.len();
+        let name_col = inputs
+            .iter()
+            .map(|l| progress::cols(&l.name))
+            .max()
+            .unwrap_or(0);
         let now = Instant::now();
         InboxProgress {
-            bar,
+            bar: progress::footer(total, name_col, mode),
             total,
+            name_col,
             started: now,
             last_log: Mutex::new(now),
+            rows: Default::default(),
         }
     }
 
-    fn done(&self, n: usize, input: &str, action: &str) {
+    fn done(&self, n: usize, input: &str, landed: &Landed) {
+        let action = landed.action.as_str();
+        if let Ok(s) = &landed.result {
+            if s.action == Action::Published {
+                self.rows.fetch_add(s.accepted_rows, Ordering::Relaxed);
+            }
+        }
         if let Some(bar) = &self.bar {
+            let width = progress::width();
+            let detail = result_detail(landed);
+            let line =
+                progress::result_line(input, self.name_col, action, &detail, landed.took, width);
+            progress::say(&line);
             bar.inc(1);
-            bar.set_message(format!("{input}: {action}"));
             return;
         }
         info!(input, action, done = n, total = self.total, "input done");
@@ -348,17 +366,61 @@ impl InboxProgress {
         }
     }
 
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+    /// Clear the footer; on a terminal, the totals take its place.
+    fn finish(&self, totals: &Totals) {
+        let Some(bar) = &self.bar else { return };
+        progress::end_footer();
+        bar.finish_and_clear();
+        let mut counts = vec![
+            ("published", totals.published),
+            ("skipped", totals.skipped),
+            ("refused", totals.refused),
+            ("busy", totals.busy),
+            ("failed", totals.failed),
+        ];
+        for (what, n) in [
+            ("conflict", totals.conflict),
+            ("interrupted", totals.interrupted),
+            ("not started", totals.not_started),
+        ] {
+            if n > 0 {
+                counts.push((what, n));
+            }
         }
+        let rows = self.rows.load(Ordering::Relaxed);
+        progress::say(&progress::totals_line(
+            totals.inputs,
+            &counts,
+            rows,
+            self.started.elapsed(),
+        ));
+    }
+}
+
+/// What a finished input's line says after its action: its rows, why it was refused,
+/// or its error.
+fn result_detail(landed: &Landed) -> String {
+    match &landed.result {
+        Ok(s) => match &s.reason {
+            Some(reason) => reason.to_string(),
+            None if matches!(s.action, Action::Published | Action::Skipped) => {
+                let mut d = format!("{} rows", progress::thousands(s.accepted_rows));
+                if s.rejected_rows > 0 {
+                    d.push_str(&format!(
+                        ", {} quarantined",
+                        progress::thousands(s.rejected_rows)
+                    ));
+                }
+                d
+            }
+            None => String::new(),
+        },
+        Err(e) => e.to_string(),
     }
 }
 
 fn print_line(v: &Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}");
-    let _ = out.flush();
+    progress::stdout_line(&v.to_string());
 }
 
 /// What every worker of an inbox run shares.
@@ -394,7 +456,6 @@ struct Item {
 /// waiting for its lease within what is left of `--lease-wait` since it was found busy.
 pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result<i32> {
     let inputs = select(ic).await?;
-    let total = inputs.len();
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
         Ok(l) => Some(l),
@@ -408,7 +469,7 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result
         ic: ic.clone(),
         hooks: *hooks,
         lake,
-        progress: InboxProgress::new(total, ic.base.progress),
+        progress: InboxProgress::new(&inputs, ic.base.progress),
         finished: AtomicUsize::new(0),
         totals: Mutex::new(Totals::default()),
         shutdown: shutdown.clone(),
@@ -435,10 +496,10 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result
         land_pass(&shared, busy, false).await;
     }
     listener.abort();
-    shared.progress.finish();
     let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     let signal = shutdown.signal();
     print_totals(ic, &totals, signal);
+    shared.progress.finish(&totals);
     Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
 }
 
@@ -470,10 +531,11 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { break };
                 let found_busy_at = Instant::now();
-                let Some(Landed { action, line, .. }) = land_item(&shared, item).await else {
+                let Some(landed) = land_item(&shared, item).await else {
                     shared.count(Action::NotStarted);
                     continue;
                 };
+                let action = landed.action;
                 if defer_busy && action == Action::Busy {
                     let wait = shared.ic.base.lease_wait;
                     let left = wait.saturating_sub(found_busy_at.elapsed());
@@ -487,9 +549,9 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                     continue;
                 }
                 shared.count(action);
-                print_line(&line);
+                print_line(&landed.line);
                 let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
-                shared.progress.done(n, &item.listed.name, action.as_str());
+                shared.progress.done(n, &item.listed.name, &landed);
             }
         });
     }

@@ -45,7 +45,9 @@
 //!   a run's writes pass its [`store::Gate`] (lease deadline, bounded local locks).
 //! - `summary`: the one-line JSON summary printed on stdout, and the outcomes
 //!   (`Action`) everything counts.
-//! - `progress`: progress bar on a terminal, periodic log lines otherwise.
+//! - `progress`: progress bars on a terminal (an inbox run: a bar per input in
+//!   flight over a footer, a line per finished input, the totals), log lines and
+//!   stdout lines written above them whole; periodic log lines without a terminal.
 //! - `inbox`: `landing run --inbox`: lists an inbox, skips unchanged inputs
 //!   cheaply, lands the others through `pipeline::run` up to `--jobs` at once,
 //!   prints a line per input and the totals.
@@ -79,6 +81,8 @@ pub mod store;
 mod summary;
 
 pub use error::{Error, Result};
+/// The tracing writer `main` installs: log lines go above the progress bars, whole.
+pub use progress::LogLine;
 
 /// Exit code: published, skipped or checked.
 pub const EXIT_OK: i32 = 0;

@@ -10,14 +10,22 @@ use landing::cli::{self, Cli};
 use landing::shutdown::Shutdown;
 use tracing_subscriber::EnvFilter;
 
+/// Logs on stderr, each event written whole and above any progress bars
+/// ([`landing::LogLine`]); colours only on a terminal and without `NO_COLOR`
+/// (<https://no-color.org>: set and not empty).
 fn init_tracing(format: LogFormat, level: &str) {
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(landing::LogLine::default);
     match format {
         LogFormat::Json => builder.json().with_current_span(true).init(),
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            builder
+                .with_ansi(std::io::stderr().is_terminal() && !no_color)
+                .init()
+        }
     }
 }
 

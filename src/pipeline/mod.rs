@@ -432,7 +432,7 @@ async fn try_skip(
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     crate::history::bytes_in(reader.size);
-    let progress = Progress::new("hash", reader.size, ctx.cfg.progress);
+    let progress = Progress::new("hash", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
     let (sha, _) = scan(reader, &ctx.input_location, progress, 0, Scan::Hash, false).await?;
     crate::history::lap("hash");
     Ok(sha)
@@ -626,7 +626,7 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
     let v = Sequencer::new(cfg.max_rejected_lines, reader.size);
-    let progress = Progress::new("check", reader.size, cfg.progress);
+    let progress = Progress::new("check", &cfg.input_name, reader.size, cfg.progress);
     let (sha256, v) = scan(
         reader,
         &input_location,

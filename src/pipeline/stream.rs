@@ -42,7 +42,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .await
         .at(Step::Stage, input)?;
     let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size);
-    let progress = Progress::new("land", reader.size, ctx.cfg.progress);
+    let progress = Progress::new("land", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
     let (out_tx, out_rx) = mpsc::channel::<Out>(4);
     let writer = write_staging(ctx, data, out_rx);
     let scanned = scan(

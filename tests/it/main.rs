@@ -16,4 +16,5 @@ mod kill;
 mod lease;
 mod s3;
 mod store_conformance;
+mod terminal;
 mod unattended;

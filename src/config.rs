@@ -46,6 +46,27 @@ pub struct Config {
     /// The input's size and identity as an inbox listing saw them, recorded in the
     /// checkpoint for cheap skips (a single-input run asks the store instead).
     pub input_meta: Option<crate::store::ObjectMeta>,
+    /// The memory budget (`--max-memory`, else the cgroup limit) and its derivation.
+    pub memory: crate::budget::Memory,
+    /// Where the dedup index spills when it passes its share (`--scratch-dir`).
+    pub scratch_dir: std::path::PathBuf,
+}
+
+impl Config {
+    /// Bytes of S3 parts a run may hold in flight (none on a local lake).
+    pub fn parts_in_flight(&self) -> u64 {
+        match self.lake {
+            Location::S3 { .. } => {
+                (self.s3.part_size as u64) * (self.s3.upload_concurrency as u64 + 1)
+            }
+            Location::Local(_) => 0,
+        }
+    }
+
+    /// The dedup index's share of one run's budget, if there is a budget.
+    pub fn index_share(&self) -> Option<u64> {
+        self.memory.index_share(self.parts_in_flight())
+    }
 }
 
 /// An inbox run: the settings shared by every input plus how inputs are chosen.
@@ -90,6 +111,13 @@ impl RunPlan {
             "lease_wait": cfg.lease_wait.as_secs(),
             "sweep_age": cfg.sweep_age.as_secs(),
             "progress": format!("{:?}", cfg.progress).to_lowercase(),
+            "memory": {
+                "budget_bytes": cfg.memory.total,
+                "per_run_bytes": cfg.memory.per_run(),
+                "index_share_bytes": cfg.index_share(),
+                "derived": cfg.memory.describe(cfg.parts_in_flight()),
+            },
+            "scratch_dir": cfg.scratch_dir.display().to_string(),
             "s3": {
                 "force_path_style": s3.force_path_style,
                 "part_size_mib": s3.part_size >> 20,

@@ -69,6 +69,7 @@ fn expected_output(input: &[u8]) -> String {
         v.sequencer().output().clear();
     }
     v.finish();
+    v.resolve(input, 1 << 20);
     out.update(&v.sequencer().output()[..]);
     hex(&out.finalize())
 }

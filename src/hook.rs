@@ -13,6 +13,10 @@ pub struct Hooks {
     pub crash_at: Option<CrashPoint>,
     pub pause_at: Option<PausePoint>,
     pub freeze_at: Option<FreezePoint>,
+    /// Spill the dedup index every this many distinct events (tests of the spill).
+    pub spill_every: Option<usize>,
+    /// Keep only this many bits of each id digest, so distinct ids share digests.
+    pub id_digest_bits: Option<u32>,
 }
 
 impl Hooks {
@@ -86,6 +90,12 @@ pub enum CrashPoint {
     AfterPublish,
     /// After the checkpoint, before cleanup.
     AfterCheckpoint,
+    /// After the first run of a spill was written to scratch.
+    Spill,
+    /// During the merge of the spilled runs, before the last run is removed.
+    Merge,
+    /// After the second pass wrote its first bytes to its staging.
+    SecondPass,
     /// Not a kill: a validation worker panics mid-file (the run must fail, publishing
     /// nothing).
     WorkerPanic,
@@ -139,11 +149,14 @@ impl std::str::FromStr for CrashPoint {
             "after-publish" => CrashPoint::AfterPublish,
             "after-checkpoint" => CrashPoint::AfterCheckpoint,
             "worker-panic" => CrashPoint::WorkerPanic,
+            "spill" => CrashPoint::Spill,
+            "merge" => CrashPoint::Merge,
+            "second-pass" => CrashPoint::SecondPass,
             other => match other.strip_prefix("after-part:").map(str::parse) {
                 Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
                 _ => {
                     return Err(format!(
-                        "unknown crash point {other:?} (mid-stream, after-part:K, after-staging, after-publish, after-checkpoint, worker-panic)"
+                        "unknown crash point {other:?} (mid-stream, after-part:K, spill, merge, second-pass, after-staging, after-publish, after-checkpoint, worker-panic)"
                     ))
                 }
             },
@@ -160,6 +173,9 @@ impl std::fmt::Display for CrashPoint {
             CrashPoint::AfterPublish => f.write_str("after-publish"),
             CrashPoint::AfterCheckpoint => f.write_str("after-checkpoint"),
             CrashPoint::WorkerPanic => f.write_str("worker-panic"),
+            CrashPoint::Spill => f.write_str("spill"),
+            CrashPoint::Merge => f.write_str("merge"),
+            CrashPoint::SecondPass => f.write_str("second-pass"),
         }
     }
 }
@@ -194,6 +210,9 @@ mod tests {
             "after-publish",
             "after-checkpoint",
             "worker-panic",
+            "spill",
+            "merge",
+            "second-pass",
         ] {
             assert_eq!(s.parse::<CrashPoint>().unwrap().to_string(), s);
         }

@@ -4,12 +4,15 @@
 //! event's canonical form (never the id or the payload themselves): 24 bytes per
 //! distinct event in an open-addressing table kept at most 85% full, so about 28
 //! to 33 bytes per event. The digests are seeded per run, so nobody can craft
-//! collisions in advance. A collision can only err towards refusing a file, never
-//! towards silently collapsing two different events:
-//! - two ids sharing an id digest with different canonical digests look like an
-//!   `id_collision` and refuse the file (a false refusal, safe);
+//! collisions in advance. An id digest is never taken for the id itself:
+//! - an event whose id digest is known but whose canonical digest is not is a
+//!   [`Seen::Suspect`]: kept for now, and the pipeline compares the full ids (a
+//!   second read of the input) before it refuses anything as an `id_collision`;
 //! - two events are collapsed only if their canonical digests are equal, and since
 //!   the canonical form contains the `event_id`, that needs a 128-bit collision.
+//!
+//! The table is a multimap: one id digest may hold several canonical digests (two
+//! ids sharing a digest), all of them in the one probe run that starts at its home.
 //!
 //! On a peak day the table is gigabytes and every insert is a cache miss, so the
 //! table is sized once from an estimate (no rehash peak), backed by huge pages where
@@ -28,8 +31,10 @@ pub enum Seen {
     New,
     /// Same `event_id`, same canonical form: a duplicate to collapse.
     Duplicate,
-    /// Same `event_id`, different canonical form: refuse the file.
-    Collision,
+    /// A known id digest with a canonical form not seen under it: the same id with
+    /// another payload (refuse the file) unless two ids share the digest (keep it).
+    /// Recorded like [`Seen::New`] until the full ids are compared.
+    Suspect,
 }
 
 /// The digests of one event: (id digest, canonical digest).
@@ -42,13 +47,63 @@ pub struct Digests {
 impl Digests {
     /// The digests of an event under the run's `seed`.
     pub fn of(seed: u64, event_id: &[u8], canonical: &[u8]) -> Digests {
+        Digester::new(seed).digest(event_id, canonical)
+    }
+
+    /// Digests from their parts (read back from a spill run).
+    pub fn from_parts(key: u64, value: [u64; 2]) -> Digests {
+        Digests { key, value }
+    }
+
+    /// The id digest (never 0).
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The canonical digest.
+    pub fn value(&self) -> [u64; 2] {
+        self.value
+    }
+}
+
+/// How a run digests its events: the run's seed, and (tests only) how many bits of
+/// the id digest are kept, so distinct ids can be made to share one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digester {
+    seed: u64,
+    key_mask: u64,
+}
+
+impl Digester {
+    pub fn new(seed: u64) -> Digester {
+        Digester {
+            seed,
+            key_mask: u64::MAX,
+        }
+    }
+
+    /// Test hook: keep only the low `bits` of each id digest (1 to 64).
+    pub fn with_key_bits(self, bits: u32) -> Digester {
+        let key_mask = match bits {
+            0 | 64.. => u64::MAX,
+            b => (1u64 << b) - 1,
+        };
+        Digester { key_mask, ..self }
+    }
+
+    pub fn digest(&self, event_id: &[u8], canonical: &[u8]) -> Digests {
         // 0 marks an empty slot; move the one id digest that collides with it.
-        let key = xxh3_64_with_seed(event_id, seed).max(1);
-        let d = xxh3_128_with_seed(canonical, seed);
+        let key = (xxh3_64_with_seed(event_id, self.seed) & self.key_mask).max(1);
+        let d = xxh3_128_with_seed(canonical, self.seed);
         Digests {
             key,
             value: [d as u64, (d >> 64) as u64],
         }
+    }
+
+    /// The id digest alone (the second read of a suspect's input).
+    pub fn key(&self, event_id: &[u8]) -> u64 {
+        (xxh3_64_with_seed(event_id, self.seed) & self.key_mask).max(1)
     }
 }
 
@@ -123,19 +178,19 @@ impl DedupIndex {
         }
         let n = self.slots.len();
         let mut i = self.home(d.key);
+        let mut known_id = false;
         loop {
             let slot = &mut self.slots[i];
             if slot[0] == 0 {
                 *slot = [d.key, d.value[0], d.value[1]];
                 self.len += 1;
-                return Seen::New;
+                return if known_id { Seen::Suspect } else { Seen::New };
             }
             if slot[0] == d.key {
-                return if slot[1..] == d.value {
-                    Seen::Duplicate
-                } else {
-                    Seen::Collision
-                };
+                if slot[1..] == d.value {
+                    return Seen::Duplicate;
+                }
+                known_id = true;
             }
             i += 1;
             if i == n {
@@ -144,16 +199,42 @@ impl DedupIndex {
         }
     }
 
+    /// Would the next insert grow the table?
+    pub fn would_grow(&self) -> bool {
+        (self.len + 1) as f64 > self.slots.len() as f64 * MAX_LOAD
+    }
+
+    /// Every entry, in no particular order (a spill dumps the index).
+    pub fn entries(&self) -> impl Iterator<Item = Digests> + '_ {
+        self.slots.iter().filter(|s| s[0] != 0).map(|s| Digests {
+            key: s[0],
+            value: [s[1], s[2]],
+        })
+    }
+
+    /// Bytes the table holds (the memory budget counts them).
+    pub fn table_bytes(&self) -> usize {
+        std::mem::size_of_val(self.slots.as_slice())
+    }
+
+    /// Bytes a table for `events` distinct events takes.
+    pub fn bytes_for(events: usize) -> usize {
+        (((events.max(16) as f64) / MAX_LOAD) as usize + 1) * std::mem::size_of::<Slot>()
+    }
+
+    /// Distinct events a table of at most `bytes` holds.
+    pub fn events_within(bytes: usize) -> usize {
+        ((bytes / std::mem::size_of::<Slot>()) as f64 * MAX_LOAD) as usize
+    }
+
     /// An estimate was low: move to a table half as large again.
     fn grow(&mut self) {
         let bigger = DedupIndex::with_capacity(self.slots.len() * 3 / 2);
         // Dropping the old table (below) first stops and joins its prefault thread.
         let old = std::mem::replace(self, bigger);
-        for s in old.slots.iter().filter(|s| s[0] != 0) {
-            self.insert(Digests {
-                key: s[0],
-                value: [s[1], s[2]],
-            });
+        // Entries sharing an id digest each take a slot of their own again.
+        for d in old.entries() {
+            self.insert(d);
         }
     }
 
@@ -293,10 +374,36 @@ mod tests {
     }
 
     #[test]
-    fn same_id_different_payload_is_a_collision() {
+    fn same_id_different_payload_is_a_suspect() {
         let mut ix = DedupIndex::with_capacity(0);
         assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::New);
-        assert_eq!(ix.observe(b"e1", b"{\"a\":2}"), Seen::Collision);
+        assert_eq!(ix.observe(b"e1", b"{\"a\":2}"), Seen::Suspect);
+        // Both forms are known now: either one again is a duplicate.
+        assert_eq!(ix.observe(b"e1", b"{\"a\":2}"), Seen::Duplicate);
+        assert_eq!(ix.observe(b"e1", b"{\"a\":1}"), Seen::Duplicate);
+        assert_eq!(ix.len(), 2);
+    }
+
+    #[test]
+    fn ids_sharing_a_digest_keep_their_own_entries_through_growth() {
+        let d = Digester::new(7).with_key_bits(2);
+        let mut ix = DedupIndex::with_capacity(16);
+        let mut suspects = 0;
+        for i in 0..1000u32 {
+            match ix.insert(d.digest(&i.to_le_bytes(), &i.to_be_bytes())) {
+                Seen::New => {}
+                Seen::Suspect => suspects += 1,
+                Seen::Duplicate => panic!("event {i} is not a duplicate"),
+            }
+        }
+        // Three digests for a thousand ids (1, 2, 3: 0 marks an empty slot and
+        // becomes 1): all but the first of each are suspects.
+        assert_eq!(suspects, 997);
+        assert_eq!(ix.len(), 1000);
+        for i in 0..1000u32 {
+            let again = ix.insert(d.digest(&i.to_le_bytes(), &i.to_be_bytes()));
+            assert_eq!(again, Seen::Duplicate);
+        }
     }
 
     #[test]
@@ -329,7 +436,9 @@ mod tests {
                 ix.observe(&i.to_le_bytes(), &i.to_be_bytes()),
                 Seen::Duplicate
             );
-            assert_eq!(ix.observe(&i.to_le_bytes(), b"other"), Seen::Collision);
+        }
+        for i in 0..50_000u32 {
+            assert_eq!(ix.observe(&i.to_le_bytes(), b"other"), Seen::Suspect);
         }
     }
 

@@ -497,6 +497,9 @@ mod tests {
         async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
             self.inner.stage(dest_key, run_id).await
         }
+        async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
+            self.inner.restage(first, run_id).await
+        }
         async fn promote(
             &self,
             staged: &Staged,

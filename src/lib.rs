@@ -33,6 +33,11 @@
 //!   form in one walk, anything unusual declined to `validate`), `quarantine.rs`
 //!   (the quarantine record); `mod.rs` holds `validate` and the public types.
 //! - [`identity`]: digests of canonical events and the fixed-size dedup index.
+//! - `budget`: the memory budget (`--max-memory`, else the cgroup limit), divided
+//!   by `--jobs`, and the dedup index's share of one run's part of it.
+//! - `spill`: when the index reaches its share, sorted runs of digests in
+//!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` then drops
+//!   later copies by a second pass over the staged output and checks full ids).
 //! - `pipeline`: the run as named stages (lease, checkpoint, sweep, hash, stream,
 //!   stage, publish, checkpoint, cleanup) over the [`store::Store`] trait; its one
 //!   pass over the input frames lines (the contract's framer, packed into batches),
@@ -60,6 +65,7 @@
 //! - [`error`]: the public error enum.
 
 mod audit;
+mod budget;
 mod checkpoint;
 pub mod cli;
 mod config;
@@ -77,6 +83,7 @@ mod pipeline;
 mod progress;
 mod shard;
 pub mod shutdown;
+mod spill;
 pub mod store;
 mod summary;
 

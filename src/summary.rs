@@ -85,6 +85,20 @@ pub enum RefusalKind {
     RejectCap,
 }
 
+/// What a run's spill of its dedup index cost (a run whose index stayed within its
+/// share has none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SpillReport {
+    /// Bytes written to --scratch-dir (runs and intermediate merges).
+    pub spilled_bytes: u64,
+    /// Sorted runs the spill wrote.
+    pub runs: u64,
+    /// Runs merged, intermediate rounds included.
+    pub runs_merged: u64,
+    /// Whether the staged output was copied once more without later duplicates.
+    pub second_pass: bool,
+}
+
 /// Why a file was refused, and the physical line that decided it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Refusal {
@@ -138,6 +152,9 @@ pub struct Summary {
     /// `interrupted` only: which signal stopped the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<Signal>,
+    /// Only when the dedup index spilled to scratch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spill: Option<SpillReport>,
 }
 
 impl Summary {
@@ -160,6 +177,7 @@ impl Summary {
             reason: None,
             quarantine_reasons: None,
             signal: None,
+            spill: None,
         }
     }
 

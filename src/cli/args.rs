@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use crate::budget::{parse_cgroup_limit, parse_size, Memory};
 use crate::config::{
     input_name, path_safe_product, validate_product, AuditConfig, Config, DrillConfig, InboxConfig,
     Progress, RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
@@ -42,6 +43,24 @@ pub struct CommonArgs {
     /// Quarantined lines tolerated before the file is refused (0: fail closed).
     #[arg(long, env = "LANDING_MAX_REJECTED_LINES", default_value_t = 0)]
     pub max_rejected_lines: u64,
+
+    /// Memory budget of the process (`512MiB`, `3GiB`, bytes, or `unlimited`). By
+    /// default the cgroup memory limit less headroom, else unlimited. Past its share
+    /// the dedup index spills to --scratch-dir; --jobs divides the budget.
+    #[arg(long, env = "LANDING_MAX_MEMORY")]
+    pub max_memory: Option<String>,
+
+    /// Folder for the dedup index's spill runs (default: the system temp folder).
+    #[arg(long, env = "LANDING_SCRATCH_DIR")]
+    pub scratch_dir: Option<PathBuf>,
+
+    /// Test hook: spill the dedup index every N distinct events (and N records).
+    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
+    pub spill_every: Option<usize>,
+
+    /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
+    #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
+    pub id_digest_bits: Option<u32>,
 
     /// Log format on stderr.
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
@@ -162,6 +181,24 @@ pub struct DrillArgs {
     #[arg(long)]
     pub keep: bool,
 
+    /// Memory budget of the process (`512MiB`, `3GiB`, bytes, or `unlimited`). By
+    /// default the cgroup memory limit less headroom, else unlimited. Past its share
+    /// the dedup index spills to --scratch-dir; --jobs divides the budget.
+    #[arg(long, env = "LANDING_MAX_MEMORY")]
+    pub max_memory: Option<String>,
+
+    /// Folder for the dedup index's spill runs (default: the system temp folder).
+    #[arg(long, env = "LANDING_SCRATCH_DIR")]
+    pub scratch_dir: Option<PathBuf>,
+
+    /// Test hook: spill the dedup index every N distinct events (and N records).
+    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
+    pub spill_every: Option<usize>,
+
+    /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
+    #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
+    pub id_digest_bits: Option<u32>,
+
     /// Log format on stderr.
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -190,6 +227,24 @@ pub struct AuditArgs {
     /// Print JSON instead of a table (status) or text lines (verify).
     #[arg(long)]
     pub json: bool,
+
+    /// Memory budget of the process (`512MiB`, `3GiB`, bytes, or `unlimited`). By
+    /// default the cgroup memory limit less headroom, else unlimited. Past its share
+    /// the dedup index spills to --scratch-dir; --jobs divides the budget.
+    #[arg(long, env = "LANDING_MAX_MEMORY")]
+    pub max_memory: Option<String>,
+
+    /// Folder for the dedup index's spill runs (default: the system temp folder).
+    #[arg(long, env = "LANDING_SCRATCH_DIR")]
+    pub scratch_dir: Option<PathBuf>,
+
+    /// Test hook: spill the dedup index every N distinct events (and N records).
+    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
+    pub spill_every: Option<usize>,
+
+    /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
+    #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
+    pub id_digest_bits: Option<u32>,
 
     /// Log format on stderr.
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
@@ -315,6 +370,7 @@ impl RunArgs {
             crash_at: self.crash_at,
             pause_at: self.pause_at,
             freeze_at: self.freeze_at,
+            ..self.common.hooks()
         }
     }
 
@@ -353,7 +409,11 @@ impl RunArgs {
                     }
                     (None, None) => None,
                 };
-                let base = a.config(inbox.clone())?;
+                let mut base = a.config(inbox.clone())?;
+                base.memory = a.common.memory(i.jobs)?;
+                base.memory
+                    .check(base.parts_in_flight())
+                    .map_err(Error::Config)?;
                 Ok(RunPlan::Inbox(InboxConfig {
                     base,
                     inbox,
@@ -438,7 +498,37 @@ impl CommonArgs {
             progress: Progress::Auto,
             s3: self.s3.options()?,
             input_meta: None,
+            memory: self.memory(1)?,
+            scratch_dir: self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
         })
+        .and_then(|cfg: Config| {
+            cfg.memory
+                .check(cfg.parts_in_flight())
+                .map_err(Error::Config)?;
+            Ok(cfg)
+        })
+    }
+
+    /// The test hooks `check` shares with `run` (hidden flags; normally none).
+    pub fn hooks(&self) -> Hooks {
+        Hooks {
+            spill_every: self.spill_every.filter(|&n| n > 0),
+            id_digest_bits: self.id_digest_bits,
+            ..Hooks::default()
+        }
+    }
+
+    /// The budget from --max-memory, else from the cgroup limit, for `jobs` runs.
+    fn memory(&self, jobs: usize) -> Result<Memory> {
+        match self.max_memory.as_deref().map(str::trim) {
+            Some("unlimited") => Ok(Memory::from_cgroup(None, jobs)),
+            Some(s) => {
+                let bytes =
+                    parse_size(s).map_err(|e| Error::Config(format!("--max-memory: {e}")))?;
+                Ok(Memory::from_flag(bytes, jobs))
+            }
+            None => Ok(Memory::from_cgroup(cgroup_memory_limit(), jobs)),
+        }
     }
 
     /// Configuration of `landing check`: no lake, nothing written.
@@ -487,6 +577,17 @@ impl RunArgs {
 }
 
 /// A local location made absolute (an S3 one as it is), naming `flag` on failure.
+/// The cgroup memory limit of this process, if one is set (v2, then v1).
+fn cgroup_memory_limit() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .and_then(|t| parse_cgroup_limit(&t))
+}
+
 fn absolute(loc: Location, flag: &str) -> Result<Location> {
     Ok(match loc {
         Location::Local(p) => Location::Local(

@@ -141,7 +141,7 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
             }
         }
         Command::Check(args) => Ok(Outcome::Summary(Box::new(
-            pipeline::check(&args.check_config()?).await?,
+            pipeline::check(&args.check_config()?, args.hooks()).await?,
         ))),
         Command::Generate(g) => generate(g).map(|()| Outcome::Generated),
         Command::Drill(d) => {

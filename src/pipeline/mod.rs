@@ -11,6 +11,7 @@
 //! SIGTERM or SIGINT before the publish drops the work, removes this run's staging
 //! and releases the lease; after the publish the run finishes its checkpoint first.
 
+mod resolve;
 mod scan;
 mod stream;
 mod validator;
@@ -23,6 +24,7 @@ use std::time::Instant;
 use time::OffsetDateTime;
 use tracing::{info, warn};
 
+use resolve::{digester, resolve, second_pass, spill_plan};
 use scan::{scan, Scan};
 use stream::{refuse, stream, Streamed};
 use validator::Sequencer;
@@ -39,7 +41,7 @@ use crate::shutdown::Shutdown;
 use crate::store::{
     CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Sweep, Version,
 };
-use crate::summary::{Action, Signal, Summary};
+use crate::summary::{Action, Signal, SpillReport, Summary};
 
 /// Everything a stage needs, opened once per run.
 struct Ctx<'a> {
@@ -433,7 +435,17 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     crate::history::bytes_in(reader.size);
     let progress = Progress::new("hash", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
-    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, Scan::Hash, false).await?;
+    let d = digester(ctx.hooks);
+    let (sha, _) = scan(
+        reader,
+        &ctx.input_location,
+        progress,
+        0,
+        Scan::Hash,
+        d,
+        false,
+    )
+    .await?;
     crate::history::lap("hash");
     Ok(sha)
 }
@@ -448,16 +460,22 @@ struct StagedRun {
     prior: Option<Current>,
     /// What the store's probe found: the promotions are sent under it.
     fence: Fence,
+    spill: Option<SpillReport>,
 }
 
 async fn complete_staging(
-    _ctx: &Ctx<'_>,
+    ctx: &Ctx<'_>,
     s: Streamed,
     seen: Seen,
     prior: Option<Current>,
     fence: Fence,
 ) -> Result<StagedRun> {
-    let data = s.data.complete().await?;
+    let mut data = s.data.complete().await?;
+    if let Some(drops) = &s.drops {
+        // The merge found later copies in the staged output: a filtered copy of it.
+        data = second_pass(&*ctx.lake, data, drops, &ctx.run_id, ctx.hooks).await?;
+        crate::history::lap("second-pass");
+    }
     let quarantine = match s.quarantine {
         Some(q) => Some(q.complete().await?),
         None => None,
@@ -471,6 +489,7 @@ async fn complete_staging(
         seen,
         prior,
         fence,
+        spill: s.spill,
     })
 }
 
@@ -596,6 +615,7 @@ fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary 
             .as_ref()
             .map(|_| ctx.lake.location(&ctx.layout.quarantine)),
         checkpoint_moved: moved,
+        spill: staged.spill,
         ..ctx.summary(Action::Published)
     };
     log_outcome(&summary);
@@ -618,26 +638,40 @@ fn log_outcome(s: &Summary) {
 }
 
 /// `landing check`: the same validation, nothing written anywhere.
-pub async fn check(cfg: &Config) -> Result<Summary> {
+pub async fn check(cfg: &Config, hooks: Hooks) -> Result<Summary> {
     let run_id = new_run_id();
     let input_location = cfg.input.to_string();
     let span = tracing::info_span!("check", run_id = %run_id, product = %cfg.product, input = %input_location);
     let _enter = span.enter();
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
-    let v = Sequencer::new(cfg.max_rejected_lines, reader.size);
+    let plan = spill_plan(cfg, &run_id, hooks);
+    let v = Sequencer::new(cfg.max_rejected_lines, reader.size).with_spill(plan);
     let progress = Progress::new("check", &cfg.input_name, reader.size, cfg.progress);
+    let d = digester(hooks);
     let (sha256, v) = scan(
         reader,
         &input_location,
         progress,
         cfg.max_line_bytes,
         Scan::Check(v),
+        d,
         false,
     )
     .await
     .at(Step::Stream, &input_location)?;
-    let v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
+    let mut v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
+    let reread = || input.read(&key);
+    let resolution = resolve(
+        &mut v,
+        d,
+        cfg.max_line_bytes,
+        &input_location,
+        hooks,
+        reread,
+    )
+    .await
+    .at(Step::Stream, &input_location)?;
     let c = v.counts();
     let summary = Summary {
         input_sha256: sha256,
@@ -646,6 +680,7 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
         duplicate_rows: c.duplicates,
         reason: v.refusal().cloned(),
         quarantine_reasons: Some(v.first_rejects().to_vec()),
+        spill: resolution.spill,
         ..Summary::new(run_id, cfg.product.clone(), input_location, Action::Checked)
     };
     log_outcome(&summary);

@@ -18,11 +18,10 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::random_u64;
 use super::validator::{check_batch, Batch, Checked, Sequencer};
 use crate::contract::LineFramer;
 use crate::error::{Error, Result};
-use crate::identity::hex;
+use crate::identity::{hex, Digester};
 use crate::progress::Progress;
 use crate::store::ObjectReader;
 
@@ -61,6 +60,7 @@ pub(super) async fn scan(
     mut progress: Progress,
     max_line_bytes: usize,
     what: Scan,
+    digester: Digester,
     panic_worker: bool,
 ) -> Result<(String, Option<Sequencer>)> {
     let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(16);
@@ -71,7 +71,6 @@ pub(super) async fn scan(
         }
         hex(&h.finalize())
     });
-    let seed = random_u64();
     let stop = Arc::new(AtomicBool::new(false));
     let validate = match what {
         Scan::Hash => None,
@@ -85,7 +84,7 @@ pub(super) async fn scan(
             let (checked, workers): (Vec<_>, Vec<_>) = rxs
                 .into_iter()
                 .enumerate()
-                .map(|(i, rx)| spawn_checker(rx, seed, panic_worker && i == WORKERS - 1))
+                .map(|(i, rx)| spawn_checker(rx, digester, panic_worker && i == WORKERS - 1))
                 .unzip();
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
@@ -189,7 +188,7 @@ fn prove_complete(
 /// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
 fn spawn_checker(
     mut rx: mpsc::Receiver<Batch>,
-    seed: u64,
+    digester: Digester,
     panic_mid_file: bool,
 ) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
     let (tx, out) = mpsc::channel::<Checked>(4);
@@ -201,7 +200,7 @@ fn spawn_checker(
                 !(panic_mid_file && n == 2),
                 "drill: validation worker panics mid-file"
             );
-            if tx.blocking_send(check_batch(&batch, seed)).is_err() {
+            if tx.blocking_send(check_batch(&batch, digester)).is_err() {
                 return;
             }
         }
@@ -244,7 +243,8 @@ fn sequence(
     while let Some(batch) = checked[k % WORKERS].blocking_recv() {
         k += 1;
         seq.apply(&batch);
-        if seq.refusal().is_some() || !send(&mut seq, FLUSH_AT) {
+        // Stopped: a refusal, a failed spill, or suspects to check before going on.
+        if seq.stopped() || !send(&mut seq, FLUSH_AT) {
             stop.store(true, Ordering::Relaxed);
             return (seq, true);
         }

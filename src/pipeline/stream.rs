@@ -3,18 +3,20 @@
 //! and a refusal, which drops that staging.
 
 use bytes::Bytes;
+use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
-use tracing::info;
+use tracing::{info, warn};
 
+use super::resolve::resolve;
 use super::scan::{scan, Out, Scan};
 use super::validator::{Counts, Sequencer};
-use super::{log_outcome, Ctx};
+use super::{digester, log_outcome, spill_plan, Ctx};
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, PausePoint};
 use crate::lease::Lease;
 use crate::progress::Progress;
 use crate::store::Upload;
-use crate::summary::{Action, Refusal, Summary};
+use crate::summary::{Action, Refusal, SpillReport, Summary};
 
 /// What the stream stage produced.
 pub(super) struct Streamed {
@@ -23,6 +25,9 @@ pub(super) struct Streamed {
     pub(super) refusal: Option<Refusal>,
     pub(super) data: Box<dyn Upload>,
     pub(super) quarantine: Option<Box<dyn Upload>>,
+    /// Output lines the second pass drops (the merge of a spilled index found them).
+    pub(super) drops: Option<FixedBitSet>,
+    pub(super) spill: Option<SpillReport>,
 }
 
 /// One pass over the input: hash every byte, validate lines, and write accepted
@@ -41,7 +46,10 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .stage(&l.raw, &ctx.run_id)
         .await
         .at(Step::Stage, input)?;
-    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size);
+    sweep_scratch(ctx);
+    let plan = spill_plan(ctx.cfg, &ctx.run_id, ctx.hooks);
+    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size).with_spill(plan);
+    let digester = digester(ctx.hooks);
     let progress = Progress::new("land", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
     let (out_tx, out_rx) = mpsc::channel::<Out>(4);
     let writer = write_staging(ctx, data, out_rx);
@@ -51,6 +59,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         progress,
         ctx.cfg.max_line_bytes,
         Scan::Land(v, out_tx),
+        digester,
         ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
     );
     let (scanned, written) = tokio::join!(scanned, writer);
@@ -66,18 +75,64 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
             return Err(e).at(Step::Stream, input);
         }
     };
-    let v = v
+    let mut v = v
         .ok_or_else(|| Error::store("stream", input, "validator missing"))
         .at(Step::Stream, input)?;
-    lease.ensure_held().at(Step::Stream, input)?;
     info!(distinct_events = v.distinct_events(), "stream complete");
+    let reread = || ctx.input.read(&ctx.input_key);
+    let resolved = resolve(
+        &mut v,
+        digester,
+        ctx.cfg.max_line_bytes,
+        input,
+        ctx.hooks,
+        reread,
+    )
+    .await;
+    let resolution = match resolved {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = data.abort().await;
+            if let Some(q) = quarantine {
+                let _ = q.abort().await;
+            }
+            return Err(e).at(Step::Stream, input);
+        }
+    };
+    if let Some(s) = &resolution.spill {
+        info!(
+            spilled_bytes = s.spilled_bytes,
+            runs = s.runs,
+            runs_merged = s.runs_merged,
+            second_pass = s.second_pass,
+            "spilled index merged"
+        );
+        crate::history::lap("merge");
+    }
+    lease.ensure_held().at(Step::Stream, input)?;
     Ok(Streamed {
         sha256,
         counts: v.counts(),
         refusal: v.refusal().cloned(),
         data,
         quarantine,
+        drops: resolution.drops,
+        spill: resolution.spill,
     })
+}
+
+/// Remove the scratch of runs that died (their lock is free); a failure only warns.
+fn sweep_scratch(ctx: &Ctx<'_>) {
+    match crate::spill::sweep(&ctx.cfg.scratch_dir) {
+        Ok(removed) => {
+            for dir in removed {
+                info!(scratch = %dir.display(), "removed the spill scratch of a run that died");
+            }
+        }
+        Err(e) => {
+            warn!(scratch_dir = %ctx.cfg.scratch_dir.display(), error = %e, "could not sweep the spill scratch")
+        }
+    }
 }
 
 /// The staging writer: takes the validator's output in order and writes it.
@@ -138,6 +193,7 @@ pub(super) async fn refuse(ctx: &Ctx<'_>, streamed: Streamed, refusal: Refusal) 
         rejected_rows: streamed.counts.rejected,
         duplicate_rows: streamed.counts.duplicates,
         reason: Some(refusal),
+        spill: streamed.spill,
         ..ctx.summary(Action::Refused)
     };
     log_outcome(&summary);

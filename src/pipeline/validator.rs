@@ -13,10 +13,14 @@
 //! [`Validator`] strings the three together on one thread, for callers that do not
 //! need the parallel pipeline (drills, tests).
 
+use std::path::PathBuf;
+
 use bytes::Bytes;
 
 use crate::contract::{self, Line, LineFramer, Reason, Verdict};
-use crate::identity::{DedupIndex, Digests, Seen};
+use crate::hook::{CrashPoint, Hooks};
+use crate::identity::{DedupIndex, Digester, Digests, Seen};
+use crate::spill::{Record, Scratch};
 use crate::summary::{Refusal, RefusalKind, Rejected};
 
 /// Row counts of one input.
@@ -125,7 +129,7 @@ pub struct Checked {
 }
 
 /// Step 2: validate every line of a batch, canonicalise and digest the accepted.
-pub fn check_batch(batch: &Batch, seed: u64) -> Checked {
+pub fn check_batch(batch: &Batch, digester: Digester) -> Checked {
     let mut out = Checked {
         canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
         items: Vec::with_capacity(batch.lines.len()),
@@ -142,11 +146,11 @@ pub fn check_batch(batch: &Batch, seed: u64) -> Checked {
                 match contract::canonicalize(line, &mut out.canonical) {
                     Some(c) => {
                         let canonical = &out.canonical[start..];
-                        let digests = Digests::of(seed, &out.canonical[c.event_id], canonical);
+                        let digests = digester.digest(&out.canonical[c.event_id], canonical);
                         out.canonical.push(b'\n');
                         Item::Accept(digests, out.canonical.len())
                     }
-                    None => slow_item(line, &mut out.canonical, seed),
+                    None => slow_item(line, &mut out.canonical, digester),
                 }
             }
         };
@@ -156,12 +160,12 @@ pub fn check_batch(batch: &Batch, seed: u64) -> Checked {
 }
 
 /// One line through [`contract::validate`], the full rules.
-fn slow_item(line: &[u8], canonical: &mut Vec<u8>, seed: u64) -> Item {
+fn slow_item(line: &[u8], canonical: &mut Vec<u8>, digester: Digester) -> Item {
     match contract::validate(line) {
         Verdict::Accept(event) => {
             let start = canonical.len();
             event.write_canonical(canonical);
-            let digests = Digests::of(seed, event.event_id.as_bytes(), &canonical[start..]);
+            let digests = digester.digest(event.event_id.as_bytes(), &canonical[start..]);
             canonical.push(b'\n');
             Item::Accept(digests, canonical.len())
         }
@@ -174,9 +178,73 @@ fn slow_item(line: &[u8], canonical: &mut Vec<u8>, seed: u64) -> Item {
 /// so the cache misses of a large index overlap.
 const PREFETCH_DISTANCE: usize = 8;
 
+/// Where and when a sequencer spills its index (see [`crate::spill`]).
+#[derive(Debug, Clone)]
+pub struct SpillPlan {
+    pub scratch_dir: PathBuf,
+    pub run_id: String,
+    /// The index's share of the run's memory budget, bytes.
+    pub share: usize,
+    /// Test hook: spill every this many distinct events (and records).
+    pub every: Option<usize>,
+    pub hooks: Hooks,
+}
+
+impl SpillPlan {
+    /// The index may take three quarters of the share; the rest is the buffer the
+    /// index is written out through when it spills.
+    fn index_bytes(&self) -> usize {
+        self.share / 4 * 3
+    }
+
+    fn index_events(&self) -> usize {
+        self.every
+            .unwrap_or_else(|| DedupIndex::events_within(self.index_bytes()))
+            .max(1)
+    }
+
+    /// Records buffered before a run is written, leaving room for the bitsets of the
+    /// merge (a bit per input line and per output line, `lines` estimated).
+    fn records_per_run(&self, lines: usize) -> usize {
+        self.every.unwrap_or_else(|| {
+            let bitsets = lines / 4;
+            (self.share.saturating_sub(bitsets) / Record::BYTES).max(1024)
+        })
+    }
+}
+
+/// A canonical form not seen under its id digest (see [`Seen::Suspect`]), with the
+/// counts as they stood before its line, should it turn out to refuse the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Suspect {
+    pub line: u64,
+    pub key: u64,
+    pub counts: Option<Counts>,
+}
+
+/// Suspects held before the sequencer stops to have them checked. Real data has
+/// one (the first real collision refuses the file); more mean forced digests.
+pub const MAX_SUSPECTS: usize = 4096;
+
+/// A sequencer that has spilled: the scratch runs and the buffer of the next one.
+pub struct Spilled {
+    pub scratch: Scratch,
+    pub buffer: Vec<Record>,
+    buffer_cap: usize,
+    /// Duplicates the index collapsed before it spilled (all before any record).
+    pub dups_before: u64,
+}
+
 /// Step 3: the order-dependent decisions.
 pub struct Sequencer {
     index: Option<DedupIndex>,
+    plan: Option<SpillPlan>,
+    spilled: Option<Spilled>,
+    /// Lines written to the staged output so far (a record's ordinal).
+    ordinal: u64,
+    suspects: Vec<Suspect>,
+    /// An I/O failure of the spill (scratch dir, what failed).
+    failure: Option<String>,
     input_size: u64,
     cap: u64,
     counts: Counts,
@@ -195,6 +263,11 @@ impl Sequencer {
     pub fn new(cap: u64, input_size: u64) -> Self {
         Sequencer {
             index: None,
+            plan: None,
+            spilled: None,
+            ordinal: 0,
+            suspects: Vec::new(),
+            failure: None,
             input_size,
             cap,
             counts: Counts::default(),
@@ -207,47 +280,50 @@ impl Sequencer {
         }
     }
 
+    /// Bound the index by `plan`: past its share it spills to scratch.
+    pub fn with_spill(mut self, plan: Option<SpillPlan>) -> Self {
+        self.plan = plan;
+        self
+    }
+
     /// Batches applied so far, and the physical lines they covered.
     pub fn progress(&self) -> (u64, u64) {
         (self.batches, self.through_line)
     }
 
-    /// Apply one checked batch, in input order. Nothing happens after a refusal.
+    /// Apply one checked batch, in input order. Nothing happens after a refusal, a
+    /// spill failure or too many suspects.
     pub fn apply(&mut self, checked: &Checked) {
-        if self.refusal.is_some() {
+        if self.stopped() {
             return;
         }
         self.batches += 1;
         self.through_line = self.through_line.max(checked.through_line);
-        let index = self.index.get_or_insert_with(|| {
+        if self.index.is_none() && self.spilled.is_none() {
             // Size the index once, from the first batch's average line length.
-            DedupIndex::with_capacity(DedupIndex::estimate_events(
+            let mut events = DedupIndex::estimate_events(
                 self.input_size,
                 checked.items.len(),
                 checked.canonical.len(),
-            ))
-        });
+            );
+            if let Some(p) = &self.plan {
+                events = events.min(p.index_events());
+            }
+            self.index = Some(DedupIndex::with_capacity(events));
+        }
         let mut start = 0;
         for (i, &(number, item)) in checked.items.iter().enumerate() {
-            if let Some(&(_, Item::Accept(d, _))) = checked.items.get(i + PREFETCH_DISTANCE) {
+            if let (Some(index), Some(&(_, Item::Accept(d, _)))) =
+                (&self.index, checked.items.get(i + PREFETCH_DISTANCE))
+            {
                 index.prefetch(&d);
             }
             let decided = match item {
                 Item::Accept(d, end) => {
                     let line = &checked.canonical[start..end];
                     start = end;
-                    match index.insert(d) {
-                        Seen::New => {
-                            self.counts.accepted += 1;
-                            self.out.extend_from_slice(line);
-                            None
-                        }
-                        Seen::Duplicate => {
-                            self.counts.duplicates += 1;
-                            None
-                        }
-                        Seen::Collision => Some(refusal(RefusalKind::IdCollision, number, None)),
-                    }
+                    self.accept(number, d, line);
+                    None
                 }
                 Item::Reject(reason) => reject(
                     &mut self.counts,
@@ -265,7 +341,156 @@ impl Sequencer {
                 self.refusal = Some(r);
                 return;
             }
+            if self.failure.is_some() || self.suspects.len() >= MAX_SUSPECTS {
+                return;
+            }
         }
+    }
+
+    /// Has the sequencer stopped deciding (a refusal, a spill failure, or as many
+    /// suspects as it holds)?
+    pub fn stopped(&self) -> bool {
+        self.refusal.is_some() || self.failure.is_some() || self.suspects.len() >= MAX_SUSPECTS
+    }
+
+    /// One accepted event: through the index, or recorded once it has spilled.
+    fn accept(&mut self, number: u64, d: Digests, line: &[u8]) {
+        if let Some(sp) = self.spilled.as_mut() {
+            sp.buffer.push(Record::new(d, number, self.ordinal));
+            let full = sp.buffer.len() >= sp.buffer_cap;
+            self.emit(line);
+            if full {
+                self.write_run();
+            }
+            return;
+        }
+        if self.must_spill() {
+            self.spill();
+            if self.failure.is_none() {
+                self.accept(number, d, line);
+            }
+            return;
+        }
+        let Some(index) = self.index.as_mut() else {
+            return;
+        };
+        match index.insert(d) {
+            Seen::New => self.emit(line),
+            Seen::Duplicate => self.counts.duplicates += 1,
+            Seen::Suspect => {
+                self.suspects.push(Suspect {
+                    line: number,
+                    key: d.key(),
+                    counts: Some(self.counts),
+                });
+                self.emit(line);
+            }
+        }
+    }
+
+    fn emit(&mut self, line: &[u8]) {
+        self.counts.accepted += 1;
+        self.ordinal += 1;
+        self.out.extend_from_slice(line);
+    }
+
+    /// Is the index at its share (or would its next growth pass it)?
+    fn must_spill(&self) -> bool {
+        let (Some(plan), Some(index)) = (&self.plan, &self.index) else {
+            return false;
+        };
+        // A growth briefly holds the old table and one half as large again.
+        index.len() >= plan.index_events()
+            || (index.would_grow() && index.table_bytes() / 2 * 5 > plan.index_bytes())
+    }
+
+    /// Write the index out as sorted runs, free it, and record from now on.
+    fn spill(&mut self) {
+        let (Some(plan), Some(index)) = (self.plan.clone(), self.index.take()) else {
+            return;
+        };
+        let done = (|| -> std::io::Result<Spilled> {
+            let mut scratch = Scratch::create(&plan.scratch_dir, &plan.run_id)?;
+            // The index is written through a buffer of the rest of the share.
+            let cap = plan
+                .every
+                .unwrap_or((plan.share - plan.index_bytes()) / Record::BYTES)
+                .max(1);
+            let mut buf = Vec::with_capacity(cap.min(index.len()));
+            for d in index.entries() {
+                buf.push(Record::new(d, 0, Record::FIRST));
+                if buf.len() == cap {
+                    scratch.spill(&mut buf)?;
+                    plan.hooks.crash(CrashPoint::Spill);
+                }
+            }
+            if !buf.is_empty() {
+                scratch.spill(&mut buf)?;
+                plan.hooks.crash(CrashPoint::Spill);
+            }
+            drop(index);
+            let lines = (self.input_size / 64) as usize;
+            let buffer_cap = plan.records_per_run(lines);
+            Ok(Spilled {
+                scratch,
+                buffer: Vec::with_capacity(buffer_cap.min(1 << 20)),
+                buffer_cap,
+                dups_before: self.counts.duplicates,
+            })
+        })();
+        match done {
+            Ok(s) => self.spilled = Some(s),
+            Err(e) => self.fail(&plan.scratch_dir, e),
+        }
+    }
+
+    /// Write the buffered records out as one more sorted run.
+    fn write_run(&mut self) {
+        let Some(sp) = self.spilled.as_mut() else {
+            return;
+        };
+        if let Err(e) = sp.scratch.spill(&mut sp.buffer) {
+            let dir = sp.scratch.path().to_owned();
+            self.fail(&dir, e);
+        }
+    }
+
+    fn fail(&mut self, dir: &std::path::Path, e: std::io::Error) {
+        self.failure = Some(crate::spill::describe_failure(dir, &e));
+    }
+
+    /// The spill's failure, if it failed: an operational error, never a refusal.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// Suspects found in memory, in line order.
+    pub fn suspects(&self) -> &[Suspect] {
+        &self.suspects
+    }
+
+    /// The spill, if the index spilled, with its last buffer still to write.
+    pub fn take_spilled(&mut self) -> Option<Spilled> {
+        self.spilled.take()
+    }
+
+    /// Lines written to the staged output.
+    pub fn output_lines(&self) -> u64 {
+        self.ordinal
+    }
+
+    /// Physical lines sequenced.
+    pub fn lines(&self) -> u64 {
+        self.through_line
+    }
+
+    /// Set the outcome the merge and the id check decided.
+    pub fn resolve(&mut self, counts: Counts, refusal: Option<Refusal>) {
+        if let Some(r) = &refusal {
+            self.first_rejects.retain(|x| x.line < r.line);
+        }
+        self.counts = counts;
+        self.refusal = refusal;
     }
 
     pub fn refusal(&self) -> Option<&Refusal> {
@@ -327,7 +552,7 @@ fn reject(
 pub struct Validator {
     framer: LineFramer,
     seq: Sequencer,
-    seed: u64,
+    digester: Digester,
 }
 
 impl Validator {
@@ -335,18 +560,23 @@ impl Validator {
         Validator {
             framer: LineFramer::new(max_line_bytes),
             seq: Sequencer::new(cap, input_size),
-            seed,
+            digester: Digester::new(seed),
         }
     }
 
     pub fn feed(&mut self, chunk: &[u8]) {
         let batch = Batch::frame(&mut self.framer, Bytes::copy_from_slice(chunk));
-        self.seq.apply(&check_batch(&batch, self.seed));
+        self.seq.apply(&check_batch(&batch, self.digester));
     }
 
     pub fn finish(&mut self) {
         let batch = Batch::finish(&mut self.framer);
-        self.seq.apply(&check_batch(&batch, self.seed));
+        self.seq.apply(&check_batch(&batch, self.digester));
+    }
+
+    /// Compare the full ids of any suspects against `input`, the bytes fed.
+    pub fn resolve(&mut self, input: &[u8], max_line_bytes: usize) {
+        super::resolve::resolve_in_memory(&mut self.seq, self.digester, max_line_bytes, input);
     }
 
     pub fn sequencer(&mut self) -> &mut Sequencer {
@@ -367,6 +597,7 @@ mod tests {
             v.feed(chunk);
         }
         v.finish();
+        v.resolve(input.as_bytes(), 1 << 20);
         v
     }
 

@@ -467,6 +467,11 @@ pub trait Store: Send + Sync {
     /// `fence`, from [`Store::fencing`] on this store, says a copy can be fenced).
     async fn promote(&self, staged: &Staged, expect: &Expect, fence: Fence) -> Result<ObjectMeta>;
 
+    /// A second staging of `first`'s destination, beside it, for a filtered copy of
+    /// it (a spilled run's second pass, `crate::spill`). Like `stage`, it belongs to
+    /// the run and is swept as its staging; `first` stays readable until discarded.
+    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>>;
+
     /// Whether [`Store::promote`] is fenced on this store: probed once per store
     /// value, then kept in it. A probe writes only scratch objects in the staging of
     /// `dest_key` by `run_id`, so a sweep removes them if the run dies mid-probe.

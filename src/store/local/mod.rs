@@ -246,7 +246,11 @@ impl Store for LocalStore {
     }
 
     async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_stage(dest_key, run_id).await
+        self.start_stage(dest_key, run_id, 1).await
+    }
+
+    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
+        self.start_stage(&first.dest_key, run_id, 2).await
     }
 
     async fn promote(&self, staged: &Staged, expect: &Expect, _fence: Fence) -> Result<ObjectMeta> {

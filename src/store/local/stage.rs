@@ -20,9 +20,13 @@ impl LocalStore {
         &self,
         dest_key: &str,
         run_id: &str,
+        pass: u8,
     ) -> Result<Box<dyn Upload>> {
         let dest = self.path(dest_key)?;
-        let tmp = temp_path(&dest, run_id);
+        let tmp = match pass {
+            1 => temp_path(&dest, run_id),
+            n => temp_path(&dest, &format!("{run_id}.p{n}")),
+        };
         let store = self.clone();
         let tmp2 = tmp.clone();
         let file = blocking(move || {
@@ -80,13 +84,18 @@ pub(super) fn write_temp(dest: &Path, body: &[u8]) -> io::Result<(PathBuf, File)
 /// The tag of a temp file of `dest_name` (`.<dest_name>.<tag>.tmp`), if `entry` is
 /// one. The whole name must parse, tag included, so `.day.jsonl.<run>.tmp` is never
 /// taken for a temp file of an input named `day`.
+/// The tag of a run's later pass (`<run id>.p2`) names that run.
 fn temp_tag<'a>(entry: &'a str, dest_name: &str) -> Option<&'a str> {
     let tag = entry
         .strip_prefix('.')?
         .strip_prefix(dest_name)?
         .strip_prefix('.')?
         .strip_suffix(".tmp")?;
-    (is_run_id(tag) || is_write_tag(tag)).then_some(tag)
+    let run = tag
+        .rsplit_once(".p")
+        .filter(|(run, n)| is_run_id(run) && !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+        .map_or(tag, |(run, _)| run);
+    (is_run_id(run) || is_write_tag(tag)).then_some(run)
 }
 
 /// `YYYYMMDDTHHMMSSZ-xxxxxxxx`, the shape of [`crate::pipeline::new_run_id`].
@@ -337,6 +346,11 @@ mod tests {
             temp_tag(".a.jsonl.w123-ff0.tmp", "a.jsonl"),
             Some("w123-ff0")
         );
+        assert_eq!(
+            temp_tag(&format!(".a.jsonl.{RUN}.p2.tmp"), "a.jsonl"),
+            Some(RUN)
+        );
+        assert_eq!(temp_tag(".a.jsonl.x.p2.tmp", "a.jsonl"), None);
         assert_eq!(temp_tag(&format!(".ab.jsonl.{RUN}.tmp"), "a.jsonl"), None);
         assert_eq!(temp_tag("a.jsonl", "a.jsonl"), None);
         assert_eq!(temp_tag(".a.jsonl..tmp", "a.jsonl"), None);

@@ -246,11 +246,14 @@ impl S3Store {
     }
 }
 
-/// The run id inside a staging key `staging/<product>/<run id>/<name>`.
+/// The run id inside a staging key `staging/<product>/<run id>/[pass2/]<name>`.
 fn staged_run_id(key: &str) -> &str {
     let mut segments = key.rsplit('/');
     segments.next();
-    segments.next().unwrap_or_default()
+    match segments.next() {
+        Some(super::PASS2) => segments.next().unwrap_or_default(),
+        other => other.unwrap_or_default(),
+    }
 }
 
 /// `x-amz-copy-source` value: the SDK does not URL-encode it (aws-sdk-rust#1357), so keys
@@ -305,6 +308,7 @@ mod tests {
     #[test]
     fn staged_keys_name_their_run() {
         assert_eq!(staged_run_id("staging/progress/r1/a.jsonl"), "r1");
+        assert_eq!(staged_run_id("staging/progress/r1/pass2/a.jsonl"), "r1");
         assert_eq!(staged_run_id("a.jsonl"), "");
     }
 }

@@ -66,6 +66,9 @@ use aws_sdk_s3::Client;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
+/// The staging subfolder of a run's second pass (`Store::restage`).
+const PASS2: &str = "pass2";
+
 /// A request builder with `cond` as its `If-None-Match`/`If-Match` header, and the
 /// condition it carries. A macro: the SDK's builders share no trait for these.
 macro_rules! conditioned {
@@ -294,7 +297,13 @@ impl Store for S3Store {
     }
 
     async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_upload(dest_key, run_id).await
+        self.start_upload(dest_key, run_id, None).await
+    }
+
+    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
+        // Under the run's own staging folder, so its sweeps take it like the first.
+        self.start_upload(&first.dest_key, run_id, Some(PASS2))
+            .await
     }
 
     async fn promote(&self, staged: &Staged, expect: &Expect, fence: Fence) -> Result<ObjectMeta> {

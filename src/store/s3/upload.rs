@@ -29,8 +29,9 @@ impl S3Store {
         &self,
         dest_key: &str,
         run_id: &str,
+        scratch: Option<&str>,
     ) -> Result<Box<dyn Upload>> {
-        let staging_key = self.staging_key(dest_key, run_id, None);
+        let staging_key = self.staging_key(dest_key, run_id, scratch);
         let full = self.full_key(&staging_key);
         let loc = self.loc_full(&full);
         let mut req = self

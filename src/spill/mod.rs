@@ -1,0 +1,251 @@
+//! Spill: when the dedup index reaches its share of the memory budget, the run goes
+//! on with bounded memory by sorting and scanning, as the lesson prescribes for a map
+//! that does not fit. It never skips the duplicate and collision check.
+//!
+//! - At the first spill the index is written out, sorted by id digest, as a run of
+//!   records marked [`Record::FIRST`] (first occurrences, never dropped), and freed.
+//! - From then on every accepted event is staged as it comes and also recorded as
+//!   (id digest, canonical digest, line, output ordinal); a buffer of records that
+//!   reaches its share is sorted and written out as one more run.
+//! - Before anything is published, [`merge`] merges the runs and decides per id
+//!   digest exactly what the in-memory index would have: the first occurrence stays,
+//!   a later equal canonical form is a duplicate (its output line is dropped by a
+//!   second pass over the staged output), a canonical form not seen under that digest
+//!   is a suspect (the pipeline compares full ids before it refuses anything).
+//!
+//! Scratch lives in a directory per run under `--scratch-dir`, holding a lock its
+//! run keeps while alive; a later run removes any such directory whose lock is free
+//! (its run died), and a run removes its own when it ends.
+
+pub mod merge;
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::identity::Digests;
+
+pub use merge::{merge, Merged};
+
+/// One spilled event: 40 bytes on disk, little-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub key: u64,
+    pub value: [u64; 2],
+    /// Physical line of the input (0 for an index entry dumped at the first spill).
+    pub line: u64,
+    /// Line of the staged output, or [`Record::FIRST`].
+    pub ordinal: u64,
+}
+
+impl Record {
+    pub const BYTES: usize = 40;
+    /// The ordinal of an entry the index held: a first occurrence, never dropped.
+    pub const FIRST: u64 = u64::MAX;
+
+    pub fn new(d: Digests, line: u64, ordinal: u64) -> Record {
+        Record {
+            key: d.key(),
+            value: d.value(),
+            line,
+            ordinal,
+        }
+    }
+
+    /// Runs are sorted by id digest, then by line: a group's first is its first line.
+    fn sort_key(&self) -> (u64, u64) {
+        (self.key, self.line)
+    }
+
+    fn write(&self, w: &mut impl Write) -> io::Result<()> {
+        let mut b = [0u8; Record::BYTES];
+        for (i, v) in [
+            self.key,
+            self.value[0],
+            self.value[1],
+            self.line,
+            self.ordinal,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        w.write_all(&b)
+    }
+
+    fn read(b: &[u8; Record::BYTES]) -> Record {
+        let at = |i: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&b[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(v)
+        };
+        Record {
+            key: at(0),
+            value: [at(1), at(2)],
+            line: at(3),
+            ordinal: at(4),
+        }
+    }
+}
+
+/// Prefix of a run's scratch directory under `--scratch-dir`.
+const DIR_PREFIX: &str = "landing-spill-";
+/// The file a live run keeps locked inside its scratch directory.
+const LOCK_FILE: &str = "owner.lock";
+
+/// A run's scratch directory and the sorted runs written into it so far.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+    /// Held (locked) while this run lives; the kernel drops the lock if it dies.
+    _lock: File,
+    runs: Vec<PathBuf>,
+    /// Bytes written to scratch in all (runs, and the intermediate merges).
+    pub bytes: u64,
+    /// Runs written by spills (not counting intermediate merges).
+    pub spills: u64,
+}
+
+impl Scratch {
+    /// A fresh, locked directory under `root` (created if missing).
+    pub fn create(root: &Path, run_id: &str) -> io::Result<Scratch> {
+        fs::create_dir_all(root)?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{run_id}-"))
+            .tempdir_in(root)?;
+        let lock = File::create(dir.path().join(LOCK_FILE))?;
+        lock.lock()?;
+        Ok(Scratch {
+            dir,
+            _lock: lock,
+            runs: Vec::new(),
+            bytes: 0,
+            spills: 0,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Sort `records` and write them out as one run; the buffer is left empty.
+    pub fn spill(&mut self, records: &mut Vec<Record>) -> io::Result<()> {
+        records.sort_unstable_by_key(Record::sort_key);
+        let path = self.next_path();
+        let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
+        for r in records.iter() {
+            r.write(&mut w)?;
+        }
+        w.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+        self.bytes += (records.len() * Record::BYTES) as u64;
+        self.spills += 1;
+        self.runs.push(path);
+        records.clear();
+        Ok(())
+    }
+
+    fn next_path(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("{:06}.{}.run", self.runs.len(), self.bytes))
+    }
+
+    #[cfg(test)]
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+/// Remove the scratch directories under `root` whose run is gone (their lock is
+/// free). A directory whose lock is held belongs to a live run and is left alone.
+pub fn sweep(root: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let entries = match fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(DIR_PREFIX) || !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let dir = entry.path();
+        let orphan = match File::open(dir.join(LOCK_FILE)) {
+            // try_lock fails while the owner holds it.
+            Ok(f) => f.try_lock().is_ok(),
+            // No lock file: a run died between creating the directory and the lock.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) => return Err(e),
+        };
+        if orphan {
+            fs::remove_dir_all(&dir)?;
+            removed.push(dir);
+        }
+    }
+    Ok(removed)
+}
+
+/// Is this error a full disk (or quota)? The message then says so plainly.
+pub fn is_disk_full(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+/// The message of a failed spill: it names the scratch directory, and says so when
+/// the disk is full. Nothing is published after it (an operational failure).
+pub fn describe_failure(dir: &Path, e: &io::Error) -> String {
+    if is_disk_full(e) {
+        format!(
+            "scratch disk full under {} ({e}): give --scratch-dir more room (RUNBOOK: sizing memory and scratch)",
+            dir.display()
+        )
+    } else {
+        format!("spill to scratch under {}: {e}", dir.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(key: u64, line: u64) -> Record {
+        Record {
+            key,
+            value: [key * 3, key * 5],
+            line,
+            ordinal: line,
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let r = rec(0xdead_beef, 42);
+        let mut b = Vec::new();
+        r.write(&mut b).unwrap();
+        assert_eq!(b.len(), Record::BYTES);
+        assert_eq!(Record::read(b.as_slice().try_into().unwrap()), r);
+    }
+
+    #[test]
+    fn scratch_is_removed_when_its_run_ends_and_swept_when_orphaned() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Scratch::create(root.path(), "r1").unwrap();
+        let mut recs = vec![rec(2, 1), rec(1, 2)];
+        s.spill(&mut recs).unwrap();
+        assert!(recs.is_empty());
+        assert_eq!((s.runs(), s.bytes), (1, 80));
+        // A live run's directory is not swept.
+        assert!(sweep(root.path()).unwrap().is_empty());
+        let path = s.path().to_owned();
+        drop(s);
+        assert!(!path.exists());
+        // An orphan (its lock free, as after a crash) is.
+        let orphan = root.path().join(format!("{DIR_PREFIX}r0-x"));
+        fs::create_dir(&orphan).unwrap();
+        File::create(orphan.join(LOCK_FILE)).unwrap();
+        fs::write(orphan.join("000000.0.run"), b"x").unwrap();
+        assert_eq!(sweep(root.path()).unwrap(), vec![orphan.clone()]);
+        assert!(!orphan.exists());
+    }
+}

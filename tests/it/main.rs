@@ -15,6 +15,7 @@ mod inbox;
 mod kill;
 mod lease;
 mod s3;
+mod spill;
 mod store_conformance;
 mod terminal;
 mod unattended;

@@ -181,24 +181,6 @@ pub struct DrillArgs {
     #[arg(long)]
     pub keep: bool,
 
-    /// Memory budget of the process (`512MiB`, `3GiB`, bytes, or `unlimited`). By
-    /// default the cgroup memory limit less headroom, else unlimited. Past its share
-    /// the dedup index spills to --scratch-dir; --jobs divides the budget.
-    #[arg(long, env = "LANDING_MAX_MEMORY")]
-    pub max_memory: Option<String>,
-
-    /// Folder for the dedup index's spill runs (default: the system temp folder).
-    #[arg(long, env = "LANDING_SCRATCH_DIR")]
-    pub scratch_dir: Option<PathBuf>,
-
-    /// Test hook: spill the dedup index every N distinct events (and N records).
-    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
-    pub spill_every: Option<usize>,
-
-    /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
-    #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
-    pub id_digest_bits: Option<u32>,
-
     /// Log format on stderr.
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -227,24 +209,6 @@ pub struct AuditArgs {
     /// Print JSON instead of a table (status) or text lines (verify).
     #[arg(long)]
     pub json: bool,
-
-    /// Memory budget of the process (`512MiB`, `3GiB`, bytes, or `unlimited`). By
-    /// default the cgroup memory limit less headroom, else unlimited. Past its share
-    /// the dedup index spills to --scratch-dir; --jobs divides the budget.
-    #[arg(long, env = "LANDING_MAX_MEMORY")]
-    pub max_memory: Option<String>,
-
-    /// Folder for the dedup index's spill runs (default: the system temp folder).
-    #[arg(long, env = "LANDING_SCRATCH_DIR")]
-    pub scratch_dir: Option<PathBuf>,
-
-    /// Test hook: spill the dedup index every N distinct events (and N records).
-    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
-    pub spill_every: Option<usize>,
-
-    /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
-    #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
-    pub id_digest_bits: Option<u32>,
 
     /// Log format on stderr.
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]

@@ -433,7 +433,9 @@ impl Sequencer {
             let buffer_cap = plan.records_per_run(lines);
             Ok(Spilled {
                 scratch,
-                buffer: Vec::with_capacity(buffer_cap.min(1 << 20)),
+                // Reserved whole: a growing Vec would briefly hold its old and new
+                // buffers (2.5x); untouched pages of the reservation are not resident.
+                buffer: Vec::with_capacity(buffer_cap),
                 buffer_cap,
                 dups_before: self.counts.duplicates,
             })

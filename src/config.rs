@@ -46,6 +46,8 @@ pub struct Config {
     /// The input's size and identity as an inbox listing saw them, recorded in the
     /// checkpoint for cheap skips (a single-input run asks the store instead).
     pub input_meta: Option<crate::store::ObjectMeta>,
+    /// Where `run` pushes its metrics when it ends (`--pushgateway`); none: nothing is sent.
+    pub pushgateway: Option<crate::metrics::Pushgateway>,
 }
 
 /// An inbox run: the settings shared by every input plus how inputs are chosen.
@@ -90,6 +92,10 @@ impl RunPlan {
             "lease_wait": cfg.lease_wait.as_secs(),
             "sweep_age": cfg.sweep_age.as_secs(),
             "progress": format!("{:?}", cfg.progress).to_lowercase(),
+            "pushgateway": cfg.pushgateway.as_ref().map(|p| json!({
+                "url": p.url,
+                "timeout": p.timeout.as_secs(),
+            })),
             "s3": {
                 "force_path_style": s3.force_path_style,
                 "part_size_mib": s3.part_size >> 20,

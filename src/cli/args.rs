@@ -83,6 +83,15 @@ pub struct RunArgs {
     #[arg(long, env = "LANDING_PROGRESS", default_value = "auto")]
     pub progress: Progress,
 
+    /// Push the run's metrics to this Prometheus Pushgateway when it ends
+    /// (http(s)://host:port); a failed push is logged and changes nothing else.
+    #[arg(long, env = "LANDING_PUSHGATEWAY")]
+    pub pushgateway: Option<String>,
+
+    /// Seconds the push may take at most (it never delays the exit longer).
+    #[arg(long, env = "LANDING_PUSHGATEWAY_TIMEOUT", default_value_t = crate::metrics::DEFAULT_TIMEOUT)]
+    pub pushgateway_timeout: u64,
+
     /// Drill hook: abort the process at a named point (crash drills and tests).
     #[arg(long, env = "LANDING_CRASH_AT", hide = true)]
     pub crash_at: Option<CrashPoint>,
@@ -438,6 +447,7 @@ impl CommonArgs {
             progress: Progress::Auto,
             s3: self.s3.options()?,
             input_meta: None,
+            pushgateway: None,
         })
     }
 
@@ -482,6 +492,11 @@ impl RunArgs {
         }
         cfg.sweep_age = Duration::from_secs(self.sweep_age);
         cfg.progress = self.progress;
+        cfg.pushgateway = self
+            .pushgateway
+            .as_deref()
+            .map(|url| crate::metrics::Pushgateway::new(url, self.pushgateway_timeout))
+            .transpose()?;
         Ok(cfg)
     }
 }

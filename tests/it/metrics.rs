@@ -194,6 +194,44 @@ fn a_refusal_is_pushed_and_keeps_the_last_success() {
     }
 }
 
+/// A run that waits for a lease another run holds, in vain: busy (exit 75), its
+/// wait counted, the input named; neither a success nor a publish, so no mark.
+#[test]
+fn a_busy_run_counts_its_lease_wait() {
+    let gw = Pushgateway::start();
+    let w = World::new(Kind::Local, "push-busy");
+    let name = "progress-2026-03-04.jsonl";
+    let input = w.put_input(name, format!("{}\n", event("b", 1)).as_bytes());
+    w.put(&format!("locks/progress/{name}.lock"), &live_lease());
+    let r = w.run(&input, &["--lease-wait", "1", "--pushgateway", &gw.url()]);
+    assert_eq!(r.code, Some(75), "{}", r.stderr);
+    let s = gw.scrape();
+    assert_eq!(run_value(&s, "landing_run_exit_code", &[]), 75.0);
+    assert_eq!(outcome(&s, "busy"), 1.0);
+    assert_eq!(run_value(&s, "landing_run_lease_waits", &[]), 1.0);
+    assert_eq!(
+        run_value(
+            &s,
+            "landing_input_outcome",
+            &[("input", name), ("outcome", "busy")]
+        ),
+        1.0
+    );
+    assert_eq!(mark(&s, "landing_last_success_timestamp_seconds"), None);
+    assert_eq!(mark(&s, "landing_last_publish_timestamp_seconds"), None);
+}
+
+/// A lease record of a live run on another host.
+fn live_lease() -> Vec<u8> {
+    serde_json::json!({
+        "run_id": "other-run", "host": "elsewhere", "pid": 1, "boot_id": "another-machine",
+        "pid_ns": "pid:[1]", "acquired_at": "2026-01-01T00:00:00Z",
+        "expires_at": "2999-01-01T00:00:00Z",
+    })
+    .to_string()
+    .into_bytes()
+}
+
 /// An inbox with one input to publish, one already landed (by an earlier night that
 /// pushed too), one refused and one whose lease another run holds.
 fn inbox_night(gw: &Pushgateway, extra: &[&str]) -> (InboxNight, Scrape) {
@@ -222,15 +260,7 @@ fn inbox_night(gw: &Pushgateway, extra: &[&str]) -> (InboxNight, Scrape) {
     std::fs::write(dir.join(GOOD), example(GOOD)).unwrap();
     std::fs::write(dir.join(REFUSED), example(REFUSED)).unwrap();
     std::fs::write(dir.join(busy), format!("{}\n", event("b", 1))).unwrap();
-    let lease = serde_json::json!({
-        "run_id": "other-run", "host": "elsewhere", "pid": 1, "boot_id": "another-machine",
-        "pid_ns": "pid:[1]", "acquired_at": "2026-01-01T00:00:00Z",
-        "expires_at": "2999-01-01T00:00:00Z",
-    });
-    w.put(
-        &format!("locks/progress/{busy}.lock"),
-        lease.to_string().as_bytes(),
-    );
+    w.put(&format!("locks/progress/{busy}.lock"), &live_lease());
     let mut args = base.to_vec();
     args.extend_from_slice(extra);
     let r = w.landing(&args, &[]);

@@ -50,6 +50,8 @@ pub struct Config {
     pub memory: crate::budget::Memory,
     /// Where the dedup index spills when it passes its share (`--scratch-dir`).
     pub scratch_dir: std::path::PathBuf,
+    /// Where `run` pushes its metrics when it ends (`--pushgateway`); none: nothing is sent.
+    pub pushgateway: Option<crate::metrics::Pushgateway>,
 }
 
 impl Config {
@@ -118,6 +120,10 @@ impl RunPlan {
                 "derived": cfg.memory.describe(cfg.parts_in_flight()),
             },
             "scratch_dir": cfg.scratch_dir.display().to_string(),
+            "pushgateway": cfg.pushgateway.as_ref().map(|p| json!({
+                "url": p.url,
+                "timeout": p.timeout.as_secs(),
+            })),
             "s3": {
                 "force_path_style": s3.force_path_style,
                 "part_size_mib": s3.part_size >> 20,

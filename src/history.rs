@@ -40,6 +40,18 @@ struct TraceInner {
     stages: Vec<(&'static str, f64)>,
     bytes_in: u64,
     bytes_out: u64,
+    lease_waits: u64,
+}
+
+/// What a finished run's collector measured, for the pushed metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// Seconds per stage, in the order the stages first ended.
+    pub stages: Vec<(&'static str, f64)>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// 1 if the run waited for a lease another run held.
+    pub lease_waits: u64,
 }
 
 impl Trace {
@@ -54,6 +66,7 @@ impl Trace {
                 stages: Vec::new(),
                 bytes_in: 0,
                 bytes_out: 0,
+                lease_waits: 0,
             }),
         })
     }
@@ -65,6 +78,16 @@ impl Trace {
 
     pub fn run_id(&self) -> Option<String> {
         self.with(|t| t.run_id.clone())
+    }
+
+    /// What was collected so far.
+    pub fn measured(&self) -> Measured {
+        self.with(|t| Measured {
+            stages: t.stages.clone(),
+            bytes_in: t.bytes_in,
+            bytes_out: t.bytes_out,
+            lease_waits: t.lease_waits,
+        })
     }
 }
 
@@ -105,6 +128,11 @@ pub fn bytes_in(n: u64) {
 /// Bytes staged for publication (data and quarantine).
 pub fn bytes_out(n: u64) {
     with_trace(|t| t.bytes_out += n);
+}
+
+/// The run found its lease held and waited for it (`--lease-wait`).
+pub fn lease_waited() {
+    with_trace(|t| t.lease_waits += 1);
 }
 
 /// One run record, as stored under `runs/`.

@@ -88,6 +88,20 @@ impl Totals {
         self.inputs += 1;
     }
 
+    /// Each outcome's count (the pushed metrics).
+    pub fn by_action(&self) -> [(Action, u64); 8] {
+        [
+            (Action::Published, self.published),
+            (Action::Skipped, self.skipped),
+            (Action::Refused, self.refused),
+            (Action::Busy, self.busy),
+            (Action::Conflict, self.conflict),
+            (Action::Failed, self.failed),
+            (Action::Interrupted, self.interrupted),
+            (Action::NotStarted, self.not_started),
+        ]
+    }
+
     /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
     /// (or in conflict).
     pub fn exit_code(&self) -> i32 {
@@ -192,6 +206,8 @@ pub struct Landed {
     pub line: Value,
     /// From the start of its run (after any wait for a `--jobs` slot) to its outcome.
     pub took: Duration,
+    /// Its stages, bytes and lease waits, for the pushed metrics.
+    pub measured: history::Measured,
 }
 
 /// Land one input: cheap skip or full run, then its run record. A full run waits
@@ -301,6 +317,7 @@ pub async fn land_one(
         action,
         line,
         took,
+        measured: trace.measured(),
     })
 }
 
@@ -434,6 +451,7 @@ struct Shared {
     /// No input is started after a signal.
     shutdown: Shutdown,
     full_runs: tokio::sync::Semaphore,
+    recorder: crate::metrics::Recorder,
 }
 
 impl Shared {
@@ -454,7 +472,12 @@ struct Item {
 /// line; returns the exit code. With `--lease-wait`, inputs whose lease another run
 /// holds are set aside in a first pass over the free ones, then run again, each
 /// waiting for its lease within what is left of `--lease-wait` since it was found busy.
-pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result<i32> {
+pub async fn run(
+    ic: &InboxConfig,
+    hooks: &Hooks,
+    shutdown: &Shutdown,
+    recorder: &crate::metrics::Recorder,
+) -> Result<i32> {
     let inputs = select(ic).await?;
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
@@ -474,6 +497,7 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result
         totals: Mutex::new(Totals::default()),
         shutdown: shutdown.clone(),
         full_runs: tokio::sync::Semaphore::new(ic.jobs),
+        recorder: recorder.clone(),
     });
     // SIGTERM/SIGINT: the runs in flight stop on their own (they share the token);
     // no input is started after it.
@@ -498,6 +522,7 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result
     listener.abort();
     let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     let signal = shutdown.signal();
+    recorder.outcomes(totals.by_action());
     print_totals(ic, &totals, signal);
     shared.progress.finish(&totals);
     Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
@@ -549,6 +574,11 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                     continue;
                 }
                 shared.count(action);
+                let summary = landed.result.as_ref().ok();
+                let measured = &landed.measured;
+                shared
+                    .recorder
+                    .landed(&item.listed.name, action, summary, measured);
                 print_line(&landed.line);
                 let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
                 shared.progress.done(n, &item.listed.name, &landed);

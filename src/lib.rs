@@ -59,6 +59,8 @@
 //! - `shard`: the `--match` glob and the fixed `--shard I/N` hash of input names.
 //! - `history`: run records under `runs/` and the per-stage timing collector the
 //!   pipeline fills.
+//! - `metrics`: the run's measurements pushed to a Prometheus Pushgateway when it
+//!   ends (`--pushgateway`): the groups, the metric names, the push and its timeout.
 //! - `audit`: `landing status` and `landing verify`, read-only views of the lake.
 //! - `drill`: `landing drill`, the crash diagram rehearsed against a real store.
 //! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
@@ -79,6 +81,7 @@ pub mod identity;
 mod inbox;
 mod layout;
 pub mod lease;
+mod metrics;
 mod pipeline;
 mod progress;
 mod shard;

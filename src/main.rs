@@ -70,6 +70,9 @@ fn main() -> ExitCode {
         };
         cli::execute(&cli, &shutdown).await
     });
+    // Every task of the run has ended; only a metrics push cut off by its timeout can
+    // leave a name lookup on the blocking pool, and the exit does not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match outcome {
         Ok(cli::Outcome::Summary(summary)) => {
             println!("{}", summary.to_json());

@@ -40,6 +40,16 @@ INFRA_REQUIREMENTS = [
     "boto3==" + BOTO_VERSION,
 ]
 CHECKOV_REQUIREMENTS = ["checkov==3.3.30"]
+# Debian packages the tests run, at exact versions (Debian 12's): landing_test/debian.py
+# installs them with apt-get and fails on any other version. The Pushgateway receives
+# the job's pushes in tests/it/metrics.rs (scripts/test installs it before the cargo
+# tests); promtool (package prometheus) checks and unit-tests the alert rules in
+# scripts/test-infra (check k8s-alerts).
+DEBIAN_PINNED = {
+    "prometheus-pushgateway": "1.5.1-2+b5",
+    "prometheus": "2.42.0+ds-5+deb12u1",
+}
+
 # command -> Debian package. By package, not by command: the test images need the
 # static busybox (they have no C library of their own), which `busybox` is not.
 DEBIAN_PACKAGES = {"podman": "podman", "busybox": "busybox-static"}

@@ -102,6 +102,15 @@ pub struct RunArgs {
     #[arg(long, env = "LANDING_PROGRESS", default_value = "auto")]
     pub progress: Progress,
 
+    /// Push the run's metrics to this Prometheus Pushgateway when it ends
+    /// (http(s)://host:port); a failed push is logged and changes nothing else.
+    #[arg(long, env = "LANDING_PUSHGATEWAY")]
+    pub pushgateway: Option<String>,
+
+    /// Seconds the push may take at most (it never delays the exit longer).
+    #[arg(long, env = "LANDING_PUSHGATEWAY_TIMEOUT", default_value_t = crate::metrics::DEFAULT_TIMEOUT)]
+    pub pushgateway_timeout: u64,
+
     /// Drill hook: abort the process at a named point (crash drills and tests).
     #[arg(long, env = "LANDING_CRASH_AT", hide = true)]
     pub crash_at: Option<CrashPoint>,
@@ -464,6 +473,7 @@ impl CommonArgs {
             input_meta: None,
             memory: self.memory(1)?,
             scratch_dir: self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+            pushgateway: None,
         })
         .and_then(|cfg: Config| {
             cfg.memory
@@ -536,6 +546,11 @@ impl RunArgs {
         }
         cfg.sweep_age = Duration::from_secs(self.sweep_age);
         cfg.progress = self.progress;
+        cfg.pushgateway = self
+            .pushgateway
+            .as_deref()
+            .map(|url| crate::metrics::Pushgateway::new(url, self.pushgateway_timeout))
+            .transpose()?;
         Ok(cfg)
     }
 }

@@ -26,6 +26,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Land one input (--input) or every input of an inbox (--inbox): publish,
@@ -133,12 +135,15 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
                 println!("{}", plan.to_json());
                 return Ok(Outcome::Exit(crate::EXIT_OK));
             }
-            match plan {
-                RunPlan::Single(cfg) => run_single(&cfg, &args.hooks(), shutdown).await,
-                RunPlan::Inbox(ic) => Ok(Outcome::Exit(
-                    crate::inbox::run(&ic, &args.hooks(), shutdown).await?,
-                )),
-            }
+            let recorder = crate::metrics::Recorder::default();
+            let outcome = match &plan {
+                RunPlan::Single(cfg) => run_single(cfg, &args.hooks(), shutdown, &recorder).await,
+                RunPlan::Inbox(ic) => crate::inbox::run(ic, &args.hooks(), shutdown, &recorder)
+                    .await
+                    .map(Outcome::Exit),
+            };
+            push_metrics(&plan, &recorder, &outcome).await;
+            outcome
         }
         Command::Check(args) => Ok(Outcome::Summary(Box::new(
             pipeline::check(&args.check_config()?, args.hooks()).await?,
@@ -164,9 +169,19 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
 
 /// One input, with its run record; a failure keeps its error, which main prints
 /// with its chain and maps to the exit code.
-async fn run_single(cfg: &Config, hooks: &Hooks, shutdown: &Shutdown) -> Result<Outcome> {
+async fn run_single(
+    cfg: &Config,
+    hooks: &Hooks,
+    shutdown: &Shutdown,
+    recorder: &crate::metrics::Recorder,
+) -> Result<Outcome> {
     match crate::inbox::land_one(cfg, hooks, shutdown, None, false, None).await {
-        Some(landed) => Ok(Outcome::Summary(Box::new(landed.result?))),
+        Some(landed) => {
+            let summary = landed.result.as_ref().ok();
+            recorder.landed(&cfg.input_name, landed.action, summary, &landed.measured);
+            recorder.count(landed.action);
+            Ok(Outcome::Summary(Box::new(landed.result?)))
+        }
         // Only an input waiting for a --jobs slot is stopped before it starts; a
         // single run starts at once and reports a signal in its summary.
         None => Ok(Outcome::Exit(
@@ -175,6 +190,32 @@ async fn run_single(cfg: &Config, hooks: &Hooks, shutdown: &Shutdown) -> Result<
                 .map_or(crate::EXIT_FAILURE, |s| s.exit_code()),
         )),
     }
+}
+
+/// After a run, with its exit code known: push its metrics when `--pushgateway` is
+/// set. Bounded by `--pushgateway-timeout`; never changes the outcome.
+async fn push_metrics(
+    plan: &RunPlan,
+    recorder: &crate::metrics::Recorder,
+    outcome: &Result<Outcome>,
+) {
+    let (cfg, shard) = match plan {
+        RunPlan::Single(c) => (c, None),
+        RunPlan::Inbox(i) => (&i.base, i.shard),
+    };
+    let Some(gw) = &cfg.pushgateway else { return };
+    let exit_code = match outcome {
+        Ok(Outcome::Summary(s)) => s.exit_code(),
+        Ok(Outcome::Exit(code)) => *code,
+        Ok(Outcome::Generated | Outcome::Drill(..)) => crate::EXIT_OK,
+        Err(e) => e.exit_code(),
+    };
+    let end = crate::metrics::Ending {
+        exit_code,
+        ended_at: time::OffsetDateTime::now_utc().unix_timestamp_nanos() as f64 / 1e9,
+        duration: recorder.elapsed(),
+    };
+    crate::metrics::push(gw, &cfg.product, shard, &recorder.night(), &end).await;
 }
 
 fn generate(g: &GenerateArgs) -> Result<()> {

@@ -233,6 +233,7 @@ async fn take_lease(
         }
         if !waiting {
             waiting = true;
+            crate::history::lease_waited();
             info!(error = %busy, wait_secs = left.as_secs(), "lease held by another run; waiting for it");
         }
         let pause = delays.next().unwrap_or(left).min(left);

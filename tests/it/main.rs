@@ -14,6 +14,7 @@ mod fencing;
 mod inbox;
 mod kill;
 mod lease;
+mod metrics;
 mod s3;
 mod spill;
 mod store_conformance;

@@ -65,7 +65,12 @@ fn cronjob() -> CronJob {
             let v = v.as_str().map_or_else(|| format!("{v:?}"), str::to_owned);
             (k.as_str().expect("a string key").to_owned(), v)
         })
-        .filter(|(k, _)| k.starts_with("LANDING_") && k != "LANDING_INBOX" && k != "LANDING_LAKE")
+        // The Pushgateway is the cluster's: these pods push nowhere (tests/it/metrics.rs
+        // pushes to a real one).
+        .filter(|(k, _)| {
+            k.starts_with("LANDING_")
+                && !["LANDING_INBOX", "LANDING_LAKE", "LANDING_PUSHGATEWAY"].contains(&k.as_str())
+        })
         .collect();
     let cj = manifests("30-cronjob.yaml");
     let job = &of_kind(&cj, "CronJob")["spec"]["jobTemplate"]["spec"];

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from .. import pins
+from .. import debian
 from ..procs import Fatal
 from ..venvs import ServerVenvs, install_lock
 from .common import CACHE, CHECKOV_VENV, INFRA_VENV, CheckFailed, log, require, run, tail
@@ -85,10 +86,13 @@ def check_tools(ctx) -> str:
     try:
         with install_lock(str(CACHE)):
             install_debian()
+            # promtool, for check k8s-alerts: pinned like the test servers.
+            debian.ensure(["prometheus"])
             install_venv(INFRA_VENV, pins.INFRA_REQUIREMENTS)
             install_venv(CHECKOV_VENV, pins.CHECKOV_REQUIREMENTS)
             install_moto()
     except Fatal as e:
         raise CheckFailed(str(e))
     reqs = pins.INFRA_REQUIREMENTS + pins.CHECKOV_REQUIREMENTS
-    return f"podman {run(['podman', '--version']).stdout.split()[-1]}, {', '.join(reqs)}, moto {pins.MOTO_VERSION}"
+    return (f"podman {run(['podman', '--version']).stdout.split()[-1]}, {', '.join(reqs)}, "
+            f"moto {pins.MOTO_VERSION}, prometheus {pins.DEBIAN_PINNED['prometheus']}")

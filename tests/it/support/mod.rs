@@ -1,10 +1,12 @@
 //! What the test modules share: the backends a body runs on ([`Backend`], [`matrix!`]),
 //! the S3 test servers (`servers`), one test's world of inbox, lake and runs of the
 //! binary (`world`), runs stopped at a pause point or frozen, and signals to them
-//! (`paused`), and the fault-injecting proxy (`proxy`).
+//! (`paused`), the fault-injecting proxy (`proxy`), and a real Prometheus
+//! Pushgateway with its scrape parsed (`pushgateway`).
 
 pub mod paused;
 pub mod proxy;
+pub mod pushgateway;
 pub mod servers;
 pub mod world;
 

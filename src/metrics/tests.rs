@@ -1,0 +1,164 @@
+use super::*;
+
+fn end(exit_code: i32) -> Ending {
+    Ending {
+        exit_code,
+        ended_at: 1_700_000_000.5,
+        duration: Duration::from_millis(1500),
+    }
+}
+
+fn summary(action: Action, accepted: u64, rejected: u64, duplicate: u64) -> Summary {
+    Summary {
+        accepted_rows: accepted,
+        rejected_rows: rejected,
+        duplicate_rows: duplicate,
+        ..Summary::new("r".into(), "progress".into(), "i".into(), action)
+    }
+}
+
+fn measured(stage: &'static str, secs: f64, waits: u64) -> Measured {
+    Measured {
+        stages: vec![(stage, secs)],
+        bytes_in: 10,
+        bytes_out: 7,
+        lease_waits: waits,
+    }
+}
+
+#[test]
+fn only_http_urls_without_credentials_are_accepted() {
+    let gw = Pushgateway::new("http://pg.monitoring.svc:9091/", 5).unwrap();
+    assert_eq!(gw.url, "http://pg.monitoring.svc:9091");
+    assert_eq!(gw.timeout, Duration::from_secs(5));
+    assert!(Pushgateway::new("https://pg.example/prefix", 1).is_ok());
+    for bad in [
+        "pg:9091",
+        "ftp://pg/",
+        "http://user:secret@pg:9091",
+        "http://pg:9091/?x=1",
+        "http://pg:9091/#top",
+        "not a url",
+    ] {
+        let e = Pushgateway::new(bad, 5).expect_err(bad);
+        assert!(matches!(e, Error::Config(_)), "{bad}: {e}");
+        assert!(!e.to_string().contains("secret") || bad.contains("secret"));
+    }
+    assert!(Pushgateway::new("http://pg:9091", 0).is_err());
+}
+
+#[test]
+fn a_shard_travels_base64url_encoded() {
+    assert_eq!(
+        group_path("progress", None),
+        "/metrics/job/landing/product/progress"
+    );
+    let shard = crate::shard::Shard::new(0, 4).unwrap();
+    // base64("0/4") = "MC80"; the URL-safe alphabet, no padding.
+    assert_eq!(
+        group_path("progress", Some(shard)),
+        "/metrics/job/landing/product/progress/shard@base64/MC80"
+    );
+    let shard = crate::shard::Shard::new(12, 100).unwrap();
+    let path = group_path("progress", Some(shard));
+    let b64 = path.rsplit('/').next().unwrap();
+    assert!(!b64.contains(['+', '/', '=']), "{b64}");
+}
+
+/// Rows count only published inputs; stages, bytes and waits add up; only inputs
+/// that need a human are named.
+#[test]
+fn the_recorder_sums_what_its_inputs_measured() {
+    let r = Recorder::default();
+    let published = summary(Action::Published, 5, 1, 2);
+    let skipped = summary(Action::Skipped, 100, 100, 100);
+    r.landed(
+        "a",
+        Action::Published,
+        Some(&published),
+        &measured("stream", 1.5, 0),
+    );
+    r.landed(
+        "b",
+        Action::Skipped,
+        Some(&skipped),
+        &measured("stream", 0.5, 1),
+    );
+    r.landed("c", Action::Busy, None, &measured("lease", 2.0, 1));
+    r.landed("d", Action::Refused, None, &Measured::default());
+    r.outcomes([
+        (Action::Published, 1),
+        (Action::Skipped, 1),
+        (Action::Busy, 1),
+    ]);
+    let n = r.night();
+    assert_eq!(n.rows, [5, 1, 2]);
+    assert_eq!((n.bytes_in, n.bytes_out, n.lease_waits), (30, 21, 2));
+    assert_eq!(n.stages["stream"], 2.0);
+    assert_eq!(n.stages["lease"], 2.0);
+    assert_eq!(
+        n.attention.into_iter().collect::<Vec<_>>(),
+        vec![("c".into(), Action::Busy), ("d".into(), Action::Refused)]
+    );
+    assert_eq!(n.outcomes, [1, 1, 0, 1, 0, 0, 0, 0]);
+    r.count(Action::Failed);
+    assert_eq!(r.night().count(Action::Failed), 1);
+}
+
+/// The run group names every outcome (zeros included, so a PUT leaves no stale
+/// count) and nothing but fixed sets and bounded input names as labels.
+#[test]
+fn the_run_group_has_every_outcome_and_escapes_input_names() {
+    let mut n = Night::default();
+    n.outcomes[0] = 3;
+    n.attention
+        .insert("we\"ird\\name.jsonl".into(), Action::Refused);
+    n.stages.insert("stream", 0.25);
+    let text = run_group(&n, &end(65));
+    for a in OUTCOMES {
+        let count = if a == Action::Published { 3 } else { 0 };
+        let line = format!("landing_run_inputs{{outcome=\"{}\"}} {count}", a.as_str());
+        assert!(text.contains(&line), "{line} missing:\n{text}");
+    }
+    assert!(text.contains("landing_run_exit_code 65"), "{text}");
+    assert!(
+        text.contains("landing_run_stage_seconds{stage=\"stream\"} 0.25"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"landing_input_outcome{input="we\"ird\\name.jsonl",outcome="refused"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("landing_run_end_timestamp_seconds 1700000000.5"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("# EOF"),
+        "text format 0.0.4, not OpenMetrics"
+    );
+    assert!(!text.contains("last_success"), "marks are their own group");
+}
+
+#[test]
+fn marks_are_pushed_only_for_a_success_or_a_publish() {
+    let mut n = Night::default();
+    assert_eq!(marks_group(&n, &end(1)), None);
+    assert_eq!(marks_group(&n, &end(75)), None);
+    let ok = marks_group(&n, &end(0)).unwrap();
+    assert!(
+        ok.contains("landing_last_success_timestamp_seconds 1700000000.5"),
+        "{ok}"
+    );
+    assert!(!ok.contains("landing_last_publish"), "{ok}");
+    n.outcomes[0] = 1;
+    let refused_too = marks_group(&n, &end(65)).unwrap();
+    assert!(
+        refused_too.contains("landing_last_publish_timestamp_seconds"),
+        "{refused_too}"
+    );
+    assert!(
+        !refused_too.contains("landing_last_success"),
+        "{refused_too}"
+    );
+}

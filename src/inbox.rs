@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::checkpoint;
+use crate::compression::published_name;
 use crate::config::{Config, InboxConfig, Progress as Mode};
 use crate::error::{Error, Result};
 use crate::history::{self, RunRecord};
@@ -139,7 +140,8 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
             !f.name.starts_with('.') && !f.name.chars().any(char::is_control)
         })
         .filter(|f| ic.pattern.matches(&f.name))
-        .filter(|f| ic.shard.is_none_or(|s| s.takes(&f.name)))
+        // By the published name: `x.jsonl` and `x.jsonl.gz` are one input, one shard.
+        .filter(|f| ic.shard.is_none_or(|s| s.takes(published_name(&f.name))))
         .filter(|f| {
             let old_enough = now_ns - f.modified_ns >= min_age_ns;
             young += usize::from(!old_enough);
@@ -160,7 +162,7 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
 /// The cheap skip: the listing equals what the checkpoint recorded and the published
 /// object is intact. `None`: run the input in full.
 async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<Option<Summary>> {
-    let layout = Layout::new(&cfg.product, &listed.name);
+    let layout = Layout::new(&cfg.product, &listed.name).published_as(cfg.output_compression);
     let Some(cur) = checkpoint::read(lake, &layout.checkpoint, &cfg.product, &listed.name).await?
     else {
         return Ok(None);
@@ -456,6 +458,7 @@ struct Item {
 /// waiting for its lease within what is left of `--lease-wait` since it was found busy.
 pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result<i32> {
     let inputs = select(ic).await?;
+    let (inputs, clashing) = clashes(inputs);
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
         Ok(l) => Some(l),
@@ -469,7 +472,7 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result
         ic: ic.clone(),
         hooks: *hooks,
         lake,
-        progress: InboxProgress::new(&inputs, ic.base.progress),
+        progress: InboxProgress::new(&[&inputs[..], &clashing[..]].concat(), ic.base.progress),
         finished: AtomicUsize::new(0),
         totals: Mutex::new(Totals::default()),
         shutdown: shutdown.clone(),
@@ -478,6 +481,9 @@ pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result
     // SIGTERM/SIGINT: the runs in flight stop on their own (they share the token);
     // no input is started after it.
     let listener = tokio::spawn(say_when_stopped(shutdown.clone()));
+    for listed in &clashing {
+        report_clash(&shared, listed, &clashing);
+    }
     let wait = ic.base.lease_wait;
     let first: Vec<Item> = inputs
         .into_iter()
@@ -576,12 +582,61 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
     deferred
 }
 
+/// Split off the inputs that publish under one name (`x.jsonl` beside `x.jsonl.gz`
+/// or `x.jsonl.zst`): landing either would replace the other's events, and which
+/// one the producer meant is not the job's to guess. None of them is landed.
+fn clashes(inputs: Vec<Listed>) -> (Vec<Listed>, Vec<Listed>) {
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in &inputs {
+        *by_name.entry(published_name(&l.name)).or_default() += 1;
+    }
+    let clash: std::collections::HashSet<String> = by_name
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    inputs
+        .into_iter()
+        .partition(|l| !clash.contains(published_name(&l.name)))
+}
+
+/// An input that shares its published name with another of this run: a failed
+/// line with an `error` naming them all; nothing is read or written.
+fn report_clash(shared: &Shared, listed: &Listed, clashing: &[Listed]) {
+    let name = published_name(&listed.name);
+    let others: Vec<&str> = clashing
+        .iter()
+        .filter(|l| published_name(&l.name) == name)
+        .map(|l| l.name.as_str())
+        .collect();
+    let error = format!(
+        "{} are one input, published as {name}: neither was landed; keep one in the inbox (RUNBOOK, two forms of one input)",
+        others.join(" and ")
+    );
+    warn!(input = %listed.name, error = %error, "two forms of one input");
+    let (product, input) = (
+        shared.ic.base.product.clone(),
+        shared.ic.inbox.join(&listed.name),
+    );
+    let line = Summary::unfinished(None, product, input.to_string(), Action::Failed, &error);
+    shared.count(Action::Failed);
+    print_line(&line);
+    let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
+    let landed = Landed {
+        result: Err(Error::Conflict(error)),
+        action: Action::Failed,
+        line,
+        took: Duration::ZERO,
+    };
+    shared.progress.done(n, &listed.name, &landed);
+}
+
 /// One input of the inbox through [`land_one`], with its own configuration.
 async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
     let ic = &shared.ic;
     let mut cfg = ic.base.clone();
     cfg.input = ic.inbox.join(&item.listed.name);
-    cfg.input_name = item.listed.name.clone();
+    cfg.input_name = published_name(&item.listed.name).to_owned();
     cfg.input_meta = Some(item.listed.meta.clone());
     cfg.lease_wait = item.wait;
     land_one(

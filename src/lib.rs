@@ -56,12 +56,16 @@
 //!   pipeline fills.
 //! - `audit`: `landing status` and `landing verify`, read-only views of the lake.
 //! - `drill`: `landing drill`, the crash diagram rehearsed against a real store.
+//! - [`compression`]: gzip and zstd inputs told by their magic bytes, the
+//!   published name of a compressed input, the decoder thread the one pass feeds,
+//!   and the encoders of `--output-compression`.
 //! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
 //! - [`error`]: the public error enum.
 
 mod audit;
 mod checkpoint;
 pub mod cli;
+pub mod compression;
 mod config;
 mod contract;
 mod drill;

@@ -83,6 +83,10 @@ pub enum RefusalKind {
     ProhibitedField,
     IdCollision,
     RejectCap,
+    /// A gzip or zstd input that is truncated or corrupt (docs/design.md § 8).
+    CorruptCompression,
+    /// A compressed input decoding to more than `--max-decompressed-bytes`.
+    DecompressedTooLarge,
 }
 
 /// Why a file was refused, and the physical line that decided it.
@@ -101,6 +105,8 @@ impl std::fmt::Display for Refusal {
             RefusalKind::ProhibitedField => "prohibited_field",
             RefusalKind::IdCollision => "id_collision",
             RefusalKind::RejectCap => "reject_cap",
+            RefusalKind::CorruptCompression => "corrupt_compression",
+            RefusalKind::DecompressedTooLarge => "decompressed_too_large",
         };
         write!(f, "{kind} at line {}", self.line)?;
         if let Some(field) = self.field {

@@ -23,12 +23,13 @@ use std::time::Instant;
 use time::OffsetDateTime;
 use tracing::{info, warn};
 
-use scan::{scan, Scan};
+use scan::{scan, Limits, Scan};
 use stream::{refuse, stream, Streamed};
 use validator::Sequencer;
 pub use validator::{Counts, Validator};
 
 use crate::checkpoint::{self, Checkpoint, Current, PublishedVersion};
+use crate::compression::OutputCompression;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, Hooks, PausePoint};
@@ -161,7 +162,7 @@ async fn run_in_span(
             .await
             .at(Step::Connect, &input_location)?,
     };
-    let layout = Layout::new(&cfg.product, &cfg.input_name);
+    let layout = Layout::new(&cfg.product, &cfg.input_name).published_as(cfg.output_compression);
     let waited = take_lease(cfg, &lake, &layout, &run_id, deadline, shutdown).await;
     let lease = match waited.at(Step::Lease, &input_location)? {
         Ok(lease) => lease,
@@ -433,7 +434,16 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     crate::history::bytes_in(reader.size);
     let progress = Progress::new("hash", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
-    let (sha, _) = scan(reader, &ctx.input_location, progress, 0, Scan::Hash, false).await?;
+    let limits = Limits::of(ctx.cfg);
+    let (sha, _) = scan(
+        reader,
+        &ctx.input_location,
+        progress,
+        limits,
+        Scan::Hash,
+        false,
+    )
+    .await?;
     crate::history::lap("hash");
     Ok(sha)
 }
@@ -522,6 +532,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
         duplicate_rows: staged.counts.duplicates,
         published_path: lake.location(&ctx.layout.raw),
         published_size: published.size,
+        output_compression: ctx.cfg.output_compression,
         published: PublishedVersion::of(published),
         quarantine_path: staged
             .quarantine
@@ -582,6 +593,20 @@ async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
             warn!(error = %e, "could not remove the previous quarantine, which no checkpoint names now");
         }
     }
+    // Published before under another --output-compression: the job may not delete
+    // in raw/ (least privilege), so the old object stays until an operator removes
+    // it (RUNBOOK); readers would see its events twice.
+    if let Some(prior) = &staged.prior {
+        let before = OutputCompression::ALL
+            .into_iter()
+            .map(|c| ctx.lake.location(&ctx.layout.raw_as(c)))
+            .find(|old| {
+                *old != ctx.lake.location(&ctx.layout.raw) && prior.record.published_path == *old
+            });
+        if let Some(old) = before {
+            warn!(previous = %old, "this input was published under another --output-compression before; that object stays and no checkpoint names it now: remove it (RUNBOOK, changing --output-compression)");
+        }
+    }
 }
 
 fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary {
@@ -631,7 +656,7 @@ pub async fn check(cfg: &Config) -> Result<Summary> {
         reader,
         &input_location,
         progress,
-        cfg.max_line_bytes,
+        Limits::of(cfg),
         Scan::Check(v),
         false,
     )

@@ -272,6 +272,18 @@ impl Sequencer {
         self.refusal.as_ref()
     }
 
+    /// Refuse the input for a reason outside its lines (a broken compressed
+    /// stream), unless a line already refused it.
+    pub fn refuse(&mut self, r: Refusal) {
+        self.refusal.get_or_insert(r);
+    }
+
+    /// The content size the dedup index is sized from, when it is not the stored
+    /// size (a compressed input). Only before the first batch.
+    pub fn set_input_size(&mut self, bytes: u64) {
+        self.input_size = bytes;
+    }
+
     pub fn counts(&self) -> Counts {
         self.counts
     }

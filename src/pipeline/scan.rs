@@ -58,8 +58,8 @@ pub(super) enum Scan {
 /// bytes and quarantine records to the writer ([`Scan::Land`]) or drops them. A
 /// gzip or zstd input (told by its first bytes) is decoded on a thread of its own
 /// between the read and the framer; a broken stream refuses the input. After a
-/// refusal the input is still read to the end for its hash, but no longer
-/// validated (nor decoded).
+/// refusal the input is still read to the end for its hash (and decoded, to tell
+/// a broken stream), but no longer validated.
 pub(super) async fn scan(
     reader: ObjectReader,
     input: &str,
@@ -251,6 +251,7 @@ struct Dealer {
     framer: Option<LineFramer>,
     txs: Vec<mpsc::Sender<Batch>>,
     next: usize,
+    lines: u64,
     lost_worker: bool,
     stop: Arc<AtomicBool>,
 }
@@ -265,18 +266,15 @@ impl Dealer {
             framer,
             txs,
             next: 0,
+            lines: 0,
             lost_worker: false,
             stop,
         }
     }
 
-    /// Still validating: not a hash-only scan, not refused, no worker lost.
-    fn active(&self) -> bool {
-        self.framer.is_some()
-    }
-
+    /// Physical lines framed so far (until validation stopped).
     fn lines_seen(&self) -> u64 {
-        self.framer.as_ref().map_or(0, LineFramer::lines_seen)
+        self.lines
     }
 
     async fn deal(&mut self, chunk: Bytes) {
@@ -290,6 +288,7 @@ impl Dealer {
             return;
         }
         let batch = Batch::frame(f, chunk);
+        self.lines = f.lines_seen();
         if self.txs[self.next % WORKERS].send(batch).await.is_err() {
             // A worker is gone; unless the sequencer stopped, that is a failure
             // (reported after every thread is joined).
@@ -323,8 +322,10 @@ impl Dealer {
 }
 
 /// A compressed input: stored chunks go (hashed) to the decoder thread, its content
-/// to the dealer. Both run at once; when validation stops, decoding stops and the
-/// rest of the input is only hashed. `Some` when the stream is broken.
+/// to the dealer. Both run at once. When validation stops, the stream is still
+/// decoded to its end: a damaged stream can decode to garbage lines before its
+/// checksum fails, and the refusal must then name the stream, not a line. `Some`
+/// when the stream is broken.
 async fn decode_and_deal(
     codec: Codec,
     raw: &mut Raw<'_>,
@@ -350,12 +351,8 @@ async fn decode_and_deal(
         let mut out_rx = out_rx;
         while let Some(decoded) = out_rx.recv().await {
             match decoded {
-                Ok(content) => {
-                    dealer.deal(content).await;
-                    if !dealer.active() {
-                        break;
-                    }
-                }
+                // A no-op once validation stopped.
+                Ok(content) => dealer.deal(content).await,
                 Err(broken) => return Some(broken),
             }
         }

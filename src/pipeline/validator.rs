@@ -273,9 +273,10 @@ impl Sequencer {
     }
 
     /// Refuse the input for a reason outside its lines (a broken compressed
-    /// stream), unless a line already refused it.
+    /// stream). It replaces a line's refusal: lines decoded from a damaged stream
+    /// are not what the producer wrote, so their verdicts say nothing.
     pub fn refuse(&mut self, r: Refusal) {
-        self.refusal.get_or_insert(r);
+        self.refusal = Some(r);
     }
 
     /// The content size the dedup index is sized from, when it is not the stored

@@ -1,4 +1,4 @@
-//! Compressed inputs and outputs (docs/design.md § 8): what an input's first bytes
+//! Compressed inputs and outputs (docs/design.md § 9): what an input's first bytes
 //! say it is, the published name of a compressed input, the decoder thread that
 //! turns a stream of stored bytes into a stream of content, and the encoders of
 //! `--output-compression`.

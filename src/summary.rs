@@ -83,7 +83,7 @@ pub enum RefusalKind {
     ProhibitedField,
     IdCollision,
     RejectCap,
-    /// A gzip or zstd input that is truncated or corrupt (docs/design.md § 8).
+    /// A gzip or zstd input that is truncated or corrupt (docs/design.md § 9).
     CorruptCompression,
     /// A compressed input decoding to more than `--max-decompressed-bytes`.
     DecompressedTooLarge,

@@ -1,4 +1,4 @@
-//! Compressed inputs and outputs (docs/design.md § 8), through the built binary:
+//! Compressed inputs and outputs (docs/design.md § 9), through the built binary:
 //! gzip and zstd inputs publish what their plain content does, bad streams are
 //! refused with a documented reason, two forms of one input in one inbox land
 //! neither, and `--output-compression` objects read back (DuckDB included) as the

@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
-use crate::store::ObjectReader;
+use crate::store::{Listed, ObjectReader};
 
 /// Decoded content is handed on in pieces of at most this size, so decoding holds
 /// at most this much (plus the decoder's own window) whatever the ratio or the line
@@ -132,6 +132,25 @@ pub fn published_name(input_name: &str) -> &str {
         .iter()
         .find_map(|s| input_name.strip_suffix(s))
         .unwrap_or(input_name)
+}
+
+/// Split off the inputs of one listing that publish under one name (`x.jsonl`
+/// beside `x.jsonl.gz` or `x.jsonl.zst`): landing either would replace the other's
+/// events, and which one the producer meant is not the job's to guess. Returns the
+/// inputs to land and those to report (none of them is landed).
+pub fn one_form_each(inputs: Vec<Listed>) -> (Vec<Listed>, Vec<Listed>) {
+    let mut by_name: std::collections::HashMap<&str, usize> = Default::default();
+    for l in &inputs {
+        *by_name.entry(published_name(&l.name)).or_default() += 1;
+    }
+    let clash: std::collections::HashSet<String> = by_name
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    inputs
+        .into_iter()
+        .partition(|l| !clash.contains(published_name(&l.name)))
 }
 
 /// Why a compressed stream was refused.
@@ -440,6 +459,32 @@ mod tests {
         assert_eq!(Codec::sniff(&zst), Some(Codec::Zstd));
         assert_eq!(Codec::sniff(&[]), None);
         assert_eq!(Codec::sniff(&[0x1f]), None);
+    }
+
+    #[test]
+    fn two_forms_of_one_input_are_split_off() {
+        let listed = |name: &str| Listed {
+            name: name.to_owned(),
+            meta: crate::store::ObjectMeta {
+                size: 1,
+                version: crate::store::Version::ETag("e".into()),
+            },
+            modified_ns: 0,
+        };
+        let names = [
+            "a.jsonl",
+            "a.jsonl.gz",
+            "b.jsonl.zst",
+            "c.jsonl",
+            "c.jsonl.zst",
+        ];
+        let (land, clash) = one_form_each(names.map(listed).to_vec());
+        let n = |v: &[Listed]| v.iter().map(|l| l.name.clone()).collect::<Vec<_>>();
+        assert_eq!(n(&land), ["b.jsonl.zst"]);
+        assert_eq!(
+            n(&clash),
+            ["a.jsonl", "a.jsonl.gz", "c.jsonl", "c.jsonl.zst"]
+        );
     }
 
     #[test]

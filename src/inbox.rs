@@ -458,7 +458,7 @@ struct Item {
 /// waiting for its lease within what is left of `--lease-wait` since it was found busy.
 pub async fn run(ic: &InboxConfig, hooks: &Hooks, shutdown: &Shutdown) -> Result<i32> {
     let inputs = select(ic).await?;
-    let (inputs, clashing) = clashes(inputs);
+    let (inputs, clashing) = crate::compression::one_form_each(inputs);
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
         Ok(l) => Some(l),
@@ -580,24 +580,6 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
     let mut deferred = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
     deferred.sort_by(|a, b| a.listed.name.cmp(&b.listed.name));
     deferred
-}
-
-/// Split off the inputs that publish under one name (`x.jsonl` beside `x.jsonl.gz`
-/// or `x.jsonl.zst`): landing either would replace the other's events, and which
-/// one the producer meant is not the job's to guess. None of them is landed.
-fn clashes(inputs: Vec<Listed>) -> (Vec<Listed>, Vec<Listed>) {
-    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
-    for l in &inputs {
-        *by_name.entry(published_name(&l.name)).or_default() += 1;
-    }
-    let clash: std::collections::HashSet<String> = by_name
-        .into_iter()
-        .filter(|&(_, n)| n > 1)
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    inputs
-        .into_iter()
-        .partition(|l| !clash.contains(published_name(&l.name)))
 }
 
 /// An input that shares its published name with another of this run: a failed

@@ -13,6 +13,7 @@
 //! | `changed` | same size, but its ETag (S3) or file identity (local) is not the recorded one |
 //! | `line_count` | (`--deep`) its line count is not `accepted_rows` |
 //! | `not_canonical` | (`--deep`) a line is not the canonical form of a valid event |
+//! | `corrupt_compression` | (`--deep`) a compressed published object does not decode to its end |
 //! | `duplicate_event_id` | (`--deep`) two lines share an `event_id` |
 //! | `quarantine_missing` | (`--deep`) `rejected_rows` > 0 but no quarantine object |
 //! | `quarantine_count` | (`--deep`) the quarantine holds another number of records |
@@ -171,6 +172,7 @@ async fn status_row(lake: &dyn Store, product: &str, name: &str) -> Result<Statu
     match checkpoint::read(lake, &layout.checkpoint, product, name).await {
         Ok(Some(cur)) => {
             let rec = &cur.record;
+            let layout = layout.published_as(rec.output_compression);
             row.last_action = "published".into();
             row.last_at = rec.committed_at.clone();
             row.accepted_rows = Some(rec.accepted_rows);
@@ -395,15 +397,16 @@ async fn deep_findings(lake: &dyn Store, layout: &Layout, cur: &Current) -> Resu
     let rec = &cur.record;
     let name = &layout.input_name;
     let mut findings = Vec::new();
-    let mut reader = lake.read(&layout.raw).await?;
+    let reader = lake.read(&layout.raw).await?;
+    let raw_location = lake.location(&layout.raw);
     let mut framer = LineFramer::new(64 << 20);
     let mut ids: HashSet<u128> = HashSet::new();
     let mut lines = 0u64;
     let mut bad: (u64, Option<u64>) = (0, None);
     let mut dup: (u64, Option<u64>) = (0, None);
     let mut canonical = Vec::with_capacity(512);
-    let mut buf = vec![0u8; 1 << 20];
     let mut last_byte = b'\n';
+    let mut content_bytes = 0u64;
     let mut check = |line: Line<'_>| -> std::result::Result<(), ()> {
         lines += 1;
         let n = line.number();
@@ -429,24 +432,30 @@ async fn deep_findings(lake: &dyn Store, layout: &Layout, cur: &Current) -> Resu
         }
         Ok(())
     };
-    loop {
-        let k = reader
-            .body
-            .read(&mut buf)
-            .await
-            .map_err(|e| crate::Error::store("read", lake.location(&layout.raw), e))?;
-        if k == 0 {
-            break;
+    // A compressed object (--output-compression) is checked by its content.
+    let broken = crate::compression::read_content(reader, &raw_location, |piece| {
+        if let Some(&b) = piece.last() {
+            last_byte = b;
         }
-        last_byte = buf[k - 1];
-        let _ = framer.push(&buf[..k], &mut check);
+        content_bytes += piece.len() as u64;
+        let _ = framer.push(piece, &mut check);
+    })
+    .await?;
+    if broken.is_some() {
+        findings.push(Finding::new(
+            name,
+            "corrupt_compression",
+            format!("{raw_location} does not decode to its end (truncated or corrupt)"),
+        ));
+        findings.extend(quarantine_findings(lake, layout, cur).await?);
+        return Ok(findings);
     }
     let _ = framer.finish(&mut check);
     if framer.lines_seen() != lines {
         // Blank lines are never published.
         bad.0 += framer.lines_seen() - lines;
     }
-    if last_byte != b'\n' && (lines > 0 || reader.size > 0) {
+    if last_byte != b'\n' && (lines > 0 || content_bytes > 0) {
         bad.0 += 1;
         bad.1.get_or_insert(framer.lines_seen());
     }
@@ -549,6 +558,7 @@ async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> 
     let layout = Layout::new(product, name);
     let (findings, names) = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
         Ok(Some(cur)) => {
+            let layout = layout.published_as(cur.record.output_compression);
             let mut names = vec![layout.raw.clone()];
             if cur.record.quarantine_path.is_some() {
                 names.push(layout.quarantine.clone());
@@ -558,11 +568,14 @@ async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> 
         Ok(None) => (Vec::new(), Vec::new()),
         Err(e @ crate::Error::Corrupt { .. }) => {
             let finding = Finding::new(name, "corrupt_checkpoint", e.to_string());
-            // Whatever it published is not an unnamed file: that finding says enough.
-            (
-                vec![finding],
-                vec![layout.raw.clone(), layout.quarantine.clone()],
-            )
+            // Whatever it published (in any stored form) is not an unnamed file:
+            // that finding says enough.
+            let mut names: Vec<String> = crate::compression::OutputCompression::ALL
+                .into_iter()
+                .map(|c| layout.raw_as(c))
+                .collect();
+            names.push(layout.quarantine.clone());
+            (vec![finding], names)
         }
         Err(e) => return Err(e),
     };

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::compression::OutputCompression;
 use crate::error::{Error, Result};
 use crate::store::{Condition, ObjectMeta, Store, Version};
 
@@ -21,6 +22,10 @@ pub struct Checkpoint {
     /// Key of the published object, relative to the lake root.
     pub published_path: String,
     pub published_size: u64,
+    /// How the published object is stored (`--output-compression`); `none` in
+    /// checkpoints written before it was recorded.
+    #[serde(default)]
+    pub output_compression: OutputCompression,
     /// The published object's version when it was published.
     #[serde(flatten)]
     pub published: PublishedVersion,
@@ -302,6 +307,7 @@ mod tests {
             duplicate_rows: 0,
             published_path: "raw/progress/a.jsonl".into(),
             published_size: 10,
+            output_compression: OutputCompression::None,
             published: PublishedVersion {
                 published_etag: Some("\"e\"".into()),
                 ..PublishedVersion::default()

@@ -37,6 +37,10 @@ pub struct Config {
     pub product: String,
     pub max_rejected_lines: u64,
     pub max_line_bytes: usize,
+    /// A compressed input decoding to more is refused (`--max-decompressed-bytes`).
+    pub max_decompressed_bytes: u64,
+    /// How published objects are stored (`--output-compression`).
+    pub output_compression: crate::compression::OutputCompression,
     pub lease_ttl: Duration,
     /// How long a run waits for a lease another run holds before answering busy.
     pub lease_wait: Duration,
@@ -109,6 +113,8 @@ impl RunPlan {
             "product": cfg.product,
             "max_rejected_lines": cfg.max_rejected_lines,
             "max_line_bytes": cfg.max_line_bytes,
+            "max_decompressed_bytes": cfg.max_decompressed_bytes,
+            "output_compression": cfg.output_compression.as_str(),
             "lease_ttl": cfg.lease_ttl.as_secs(),
             "lease_wait": cfg.lease_wait.as_secs(),
             "sweep_age": cfg.sweep_age.as_secs(),
@@ -172,6 +178,8 @@ pub struct DrillConfig {
     pub size: u64,
     pub json: bool,
     pub keep: bool,
+    /// How the generated inputs are stored (`--compress`).
+    pub compress: crate::compression::OutputCompression,
     pub s3: S3Options,
     /// The S3 flags to hand to each child run, so it talks to the same store.
     pub child_args: Vec<String>,
@@ -202,11 +210,14 @@ pub fn validate_product(product: &str) -> Result<()> {
     Ok(())
 }
 
-/// An input name becomes part of published keys; hidden names are reserved for
-/// temp files, so they are never valid inputs.
+/// An input's name as it publishes, keys its checkpoint and its lease: the file
+/// name without a `.gz` or `.zst` suffix. It becomes part of published keys; hidden
+/// names are reserved for temp files, so they are never valid inputs.
 pub fn input_name(input: &Location) -> Result<String> {
     let name = input
         .name()
+        .map(crate::compression::published_name)
+        .filter(|n| !n.is_empty())
         .ok_or_else(|| Error::Config(format!("{input}: cannot take an input name from it")))?;
     if name.starts_with('.') || name.chars().any(|c| c.is_control()) {
         return Err(Error::Config(format!(
@@ -228,6 +239,15 @@ mod tests {
         );
         assert!(input_name(&Location::parse("/in/.a.jsonl.tmp").unwrap()).is_err());
         assert!(input_name(&Location::parse("s3://b/").unwrap()).is_err());
+        assert_eq!(
+            input_name(&Location::parse("/in/a.jsonl.gz").unwrap()).unwrap(),
+            "a.jsonl"
+        );
+        assert_eq!(
+            input_name(&Location::parse("s3://b/in/a.jsonl.zst").unwrap()).unwrap(),
+            "a.jsonl"
+        );
+        assert!(input_name(&Location::parse("/in/.gz").unwrap()).is_err());
     }
 
     #[test]

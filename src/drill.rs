@@ -25,6 +25,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
+use crate::compression::{encode_all, OutputCompression};
 use crate::config::DrillConfig;
 use crate::error::{Error, Result};
 use crate::identity::hex;
@@ -93,6 +94,8 @@ struct Scratch {
     store: Arc<dyn Store>,
     input_key: String,
     layout: Layout,
+    /// How inputs are stored (`--compress`).
+    compress: OutputCompression,
 }
 
 impl Scratch {
@@ -100,11 +103,12 @@ impl Scratch {
         self.lake.join(&self.input_key).to_string()
     }
 
-    async fn put_input(&self, bytes: &[u8]) -> Result<()> {
+    /// Store `content` as the input, compressed as `--compress` says.
+    async fn put_input(&self, content: &[u8]) -> Result<()> {
         self.store
             .put_small(
                 &self.input_key,
-                Bytes::copy_from_slice(bytes),
+                Bytes::from(encode_all(self.compress, content)),
                 Condition::None,
             )
             .await
@@ -508,8 +512,9 @@ async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<Sc
     Ok(Scratch {
         lake,
         store,
-        input_key: format!("inbox/{NAME}"),
+        input_key: format!("inbox/{NAME}{}", cfg.compress.suffix()),
         layout: Layout::new("progress", NAME),
+        compress: cfg.compress,
     })
 }
 
@@ -518,9 +523,11 @@ pub async fn drill(cfg: &DrillConfig) -> Result<Report> {
     let drill_id = new_run_id();
     let old_in = generated(cfg.size / 4, 1);
     let new_in = generated(cfg.size, 2);
+    // The input's identity is its stored bytes: compressed with --compress.
+    let stored = |content: &[u8]| hex(&Sha256::digest(encode_all(cfg.compress, content)));
     let known = Known {
-        old_in: hex(&Sha256::digest(&old_in)),
-        new_in: hex(&Sha256::digest(&new_in)),
+        old_in: stored(&old_in),
+        new_in: stored(&new_in),
         old_out: expected_output(&old_in),
         new_out: expected_output(&new_in),
     };

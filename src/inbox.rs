@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::checkpoint;
+use crate::compression::published_name;
 use crate::config::{Config, InboxConfig, Progress as Mode};
 use crate::error::{Error, Result};
 use crate::history::{self, RunRecord};
@@ -32,7 +33,7 @@ use crate::pipeline;
 use crate::progress;
 use crate::shutdown::Shutdown;
 use crate::store::{Listed, Location, Store};
-use crate::summary::{Action, Signal, Summary};
+use crate::summary::{Action, Signal, Summary, Totals};
 
 /// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
 /// full runs are bounded by `--jobs` on top of this.
@@ -40,82 +41,6 @@ const CHEAP_CONCURRENCY: usize = 16;
 
 /// How often a line reports the inbox's progress when there is no terminal.
 const LOG_EVERY: Duration = Duration::from_secs(30);
-
-/// Outcome counts of an inbox run (the totals line).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Totals {
-    pub inputs: u64,
-    pub published: u64,
-    pub skipped: u64,
-    pub refused: u64,
-    pub busy: u64,
-    pub failed: u64,
-    /// Another writer moved the checkpoint or the published object during the run
-    /// (exit 75 like busy); only shown when it happened.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub conflict: u64,
-    /// Stopped by SIGTERM/SIGINT before their publish; only shown when it happened.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub interrupted: u64,
-    /// Not started because of a signal: not among `inputs`; the totals line shows it
-    /// beside them.
-    #[serde(skip)]
-    pub not_started: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl Totals {
-    fn add(&mut self, action: Action) {
-        let count = match action {
-            Action::Published => &mut self.published,
-            Action::Skipped => &mut self.skipped,
-            Action::Refused => &mut self.refused,
-            Action::Busy => &mut self.busy,
-            Action::Conflict => &mut self.conflict,
-            Action::Interrupted => &mut self.interrupted,
-            Action::Failed => &mut self.failed,
-            // `check` never runs in an inbox.
-            Action::Checked => return,
-            Action::NotStarted => {
-                self.not_started += 1;
-                return;
-            }
-        };
-        *count += 1;
-        self.inputs += 1;
-    }
-
-    /// Each outcome's count (the pushed metrics).
-    pub fn by_action(&self) -> [(Action, u64); 8] {
-        [
-            (Action::Published, self.published),
-            (Action::Skipped, self.skipped),
-            (Action::Refused, self.refused),
-            (Action::Busy, self.busy),
-            (Action::Conflict, self.conflict),
-            (Action::Failed, self.failed),
-            (Action::Interrupted, self.interrupted),
-            (Action::NotStarted, self.not_started),
-        ]
-    }
-
-    /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
-    /// (or in conflict).
-    pub fn exit_code(&self) -> i32 {
-        if self.failed > 0 {
-            crate::EXIT_FAILURE
-        } else if self.refused > 0 {
-            crate::EXIT_REFUSED
-        } else if self.busy + self.conflict > 0 {
-            crate::EXIT_BUSY
-        } else {
-            crate::EXIT_OK
-        }
-    }
-}
 
 /// The inputs of this run: listed once, filtered, in name order.
 pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
@@ -153,7 +78,8 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
             !f.name.starts_with('.') && !f.name.chars().any(char::is_control)
         })
         .filter(|f| ic.pattern.matches(&f.name))
-        .filter(|f| ic.shard.is_none_or(|s| s.takes(&f.name)))
+        // By the published name: `x.jsonl` and `x.jsonl.gz` are one input, one shard.
+        .filter(|f| ic.shard.is_none_or(|s| s.takes(published_name(&f.name))))
         .filter(|f| {
             let old_enough = now_ns - f.modified_ns >= min_age_ns;
             young += usize::from(!old_enough);
@@ -174,7 +100,7 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
 /// The cheap skip: the listing equals what the checkpoint recorded and the published
 /// object is intact. `None`: run the input in full.
 async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<Option<Summary>> {
-    let layout = Layout::new(&cfg.product, &listed.name);
+    let layout = Layout::new(&cfg.product, &listed.name).published_as(cfg.output_compression);
     let Some(cur) = checkpoint::read(lake, &layout.checkpoint, &cfg.product, &listed.name).await?
     else {
         return Ok(None);
@@ -479,6 +405,7 @@ pub async fn run(
     recorder: &crate::metrics::Recorder,
 ) -> Result<i32> {
     let inputs = select(ic).await?;
+    let (inputs, clashing) = crate::compression::one_form_each(inputs);
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
         Ok(l) => Some(l),
@@ -492,7 +419,7 @@ pub async fn run(
         ic: ic.clone(),
         hooks: *hooks,
         lake,
-        progress: InboxProgress::new(&inputs, ic.base.progress),
+        progress: InboxProgress::new(&[&inputs[..], &clashing[..]].concat(), ic.base.progress),
         finished: AtomicUsize::new(0),
         totals: Mutex::new(Totals::default()),
         shutdown: shutdown.clone(),
@@ -502,6 +429,9 @@ pub async fn run(
     // SIGTERM/SIGINT: the runs in flight stop on their own (they share the token);
     // no input is started after it.
     let listener = tokio::spawn(say_when_stopped(shutdown.clone()));
+    for listed in &clashing {
+        report_clash(&shared, listed, &clashing);
+    }
     let wait = ic.base.lease_wait;
     let first: Vec<Item> = inputs
         .into_iter()
@@ -606,12 +536,44 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
     deferred
 }
 
+/// An input that shares its published name with another of this run: a failed
+/// line with an `error` naming them all; nothing is read or written.
+fn report_clash(shared: &Shared, listed: &Listed, clashing: &[Listed]) {
+    let name = published_name(&listed.name);
+    let others: Vec<&str> = clashing
+        .iter()
+        .filter(|l| published_name(&l.name) == name)
+        .map(|l| l.name.as_str())
+        .collect();
+    let error = format!(
+        "{} are one input, published as {name}: neither was landed; keep one in the inbox (RUNBOOK, two forms of one input)",
+        others.join(" and ")
+    );
+    warn!(input = %listed.name, error = %error, "two forms of one input");
+    let (product, input) = (
+        shared.ic.base.product.clone(),
+        shared.ic.inbox.join(&listed.name),
+    );
+    let line = Summary::unfinished(None, product, input.to_string(), Action::Failed, &error);
+    shared.count(Action::Failed);
+    print_line(&line);
+    let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
+    let landed = Landed {
+        result: Err(Error::Conflict(error)),
+        action: Action::Failed,
+        line,
+        took: Duration::ZERO,
+        measured: history::Measured::default(),
+    };
+    shared.progress.done(n, &listed.name, &landed);
+}
+
 /// One input of the inbox through [`land_one`], with its own configuration.
 async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
     let ic = &shared.ic;
     let mut cfg = ic.base.clone();
     cfg.input = ic.inbox.join(&item.listed.name);
-    cfg.input_name = item.listed.name.clone();
+    cfg.input_name = published_name(&item.listed.name).to_owned();
     cfg.input_meta = Some(item.listed.meta.clone());
     cfg.lease_wait = item.wait;
     land_one(

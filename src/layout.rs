@@ -4,6 +4,8 @@
 //! [`crate::store::Store::stage`]); joining a key to a location is
 //! [`crate::store::Location::join`].
 
+use crate::compression::OutputCompression;
+
 /// The lake's zones, the first segment of every key. Readers are granted `raw/` (and
 /// `quarantine/` for data owners); everything the job uses to coordinate lives in
 /// the other zones.
@@ -67,7 +69,8 @@ fn named<'a>(file_name: &'a str, suffix: &str) -> Option<&'a str> {
 /// Where one input's objects live in the lake.
 #[derive(Debug, Clone)]
 pub struct Layout {
-    /// The published events: `raw/<product>/<input name>`.
+    /// The published events: `raw/<product>/<input name>`, plus `.gz` or `.zst`
+    /// when they are stored compressed ([`Layout::published_as`]).
     pub raw: String,
     /// The quarantined lines' records: `quarantine/<product>/<input name>.rejects.jsonl`.
     pub quarantine: String,
@@ -78,6 +81,7 @@ pub struct Layout {
     /// The run records' folder: `runs/<product>/<input name>`.
     pub runs: String,
     pub input_name: String,
+    raw_folder: String,
 }
 
 impl Layout {
@@ -90,17 +94,32 @@ impl Layout {
             lock: format!("{}/{input_name}{LOCK_SUFFIX}", f.locks),
             runs: format!("{}/{input_name}", f.runs),
             input_name: input_name.to_owned(),
+            raw_folder: f.raw,
         }
     }
 
+    /// The same input with its published events stored as `c` says (the input's
+    /// name plus `.gz` or `.zst`); the other keys do not change.
+    pub fn published_as(mut self, c: OutputCompression) -> Self {
+        self.raw = self.raw_as(c);
+        self
+    }
+
+    /// The published key of this input when stored as `c`.
+    pub fn raw_as(&self, c: OutputCompression) -> String {
+        format!("{}/{}{}", self.raw_folder, self.input_name, c.suffix())
+    }
+
     /// Every key a run of this input writes through staging or a temp file: what a
-    /// sweep of its leftovers covers.
+    /// sweep of its leftovers covers (the published key in every stored form, so a
+    /// run under another `--output-compression` still sweeps them).
     pub fn written(&self) -> Vec<String> {
-        vec![
-            self.raw.clone(),
-            self.quarantine.clone(),
-            self.checkpoint.clone(),
-        ]
+        let mut keys: Vec<String> = OutputCompression::ALL
+            .iter()
+            .map(|&c| self.raw_as(c))
+            .collect();
+        keys.extend([self.quarantine.clone(), self.checkpoint.clone()]);
+        keys
     }
 
     /// The key of one run's record.
@@ -122,6 +141,13 @@ mod tests {
         assert_eq!(l.checkpoint, "checkpoints/progress/day.jsonl.json");
         assert_eq!(l.lock, "locks/progress/day.jsonl.lock");
         assert_eq!(l.run_record("r-1"), "runs/progress/day.jsonl/r-1.json");
+        let gz = l.clone().published_as(OutputCompression::Gzip);
+        assert_eq!(gz.raw, "raw/progress/day.jsonl.gz");
+        assert_eq!(gz.checkpoint, l.checkpoint, "one checkpoint per input");
+        let zst = l.clone().published_as(OutputCompression::Zstd);
+        assert_eq!(zst.raw, "raw/progress/day.jsonl.zst");
+        assert_eq!(zst.lock, l.lock, "one lease per input");
+        assert!(l.written().contains(&gz.raw) && gz.written().contains(&l.raw));
     }
 
     /// A listing reads back the names the keys were made of; temp files are none.

@@ -63,6 +63,9 @@
 //!   ends (`--pushgateway`): the groups, the metric names, the push and its timeout.
 //! - `audit`: `landing status` and `landing verify`, read-only views of the lake.
 //! - `drill`: `landing drill`, the crash diagram rehearsed against a real store.
+//! - [`compression`]: gzip and zstd inputs told by their magic bytes, the
+//!   published name of a compressed input, the decoder thread the one pass feeds,
+//!   and the encoders of `--output-compression`.
 //! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
 //! - [`error`]: the public error enum.
 
@@ -70,6 +73,7 @@ mod audit;
 mod budget;
 mod checkpoint;
 pub mod cli;
+pub mod compression;
 mod config;
 mod contract;
 mod drill;

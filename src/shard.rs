@@ -63,18 +63,22 @@ pub fn shard_of(name: &str, count: u64) -> u64 {
     name_hash(name) % count.max(1)
 }
 
-/// A shell-style name pattern: `*` matches any run of characters (empty included),
-/// `?` exactly one character, anything else itself. Names never hold `/`.
+/// Shell-style name patterns, separated by commas; a name matches if it matches any
+/// of them. In each, `*` matches any run of characters (empty included), `?`
+/// exactly one character, anything else itself. Names never hold `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Glob {
     pattern: String,
 }
 
+/// `--match`'s default: plain, gzip and zstd JSONL.
+pub const DEFAULT_MATCH: &str = "*.jsonl,*.jsonl.gz,*.jsonl.zst";
+
 impl Glob {
     pub fn new(pattern: &str) -> Result<Self, String> {
-        if pattern.is_empty() || pattern.contains('/') {
+        if pattern.split(',').any(str::is_empty) || pattern.contains('/') {
             return Err(format!(
-                "--match {pattern:?}: a name pattern, non-empty and without '/'"
+                "--match {pattern:?}: name patterns separated by commas, each non-empty and without '/'"
             ));
         }
         Ok(Glob {
@@ -86,30 +90,35 @@ impl Glob {
         &self.pattern
     }
 
-    /// Iterative wildcard match with one backtrack point: linear in practice,
-    /// never exponential.
+    /// Does `name` match any of the patterns?
     pub fn matches(&self, name: &str) -> bool {
-        let p: Vec<char> = self.pattern.chars().collect();
-        let n: Vec<char> = name.chars().collect();
-        let (mut pi, mut ni) = (0, 0);
-        let mut star: Option<(usize, usize)> = None;
-        while ni < n.len() {
-            if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == n[ni])) {
-                pi += 1;
-                ni += 1;
-            } else if pi < p.len() && p[pi] == '*' {
-                star = Some((pi, ni));
-                pi += 1;
-            } else if let Some((sp, sn)) = star {
-                pi = sp + 1;
-                ni = sn + 1;
-                star = Some((sp, sn + 1));
-            } else {
-                return false;
-            }
-        }
-        p[pi..].iter().all(|&c| c == '*')
+        self.pattern.split(',').any(|p| matches_one(p, name))
     }
+}
+
+/// Iterative wildcard match with one backtrack point: linear in practice, never
+/// exponential.
+fn matches_one(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == n[ni])) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]
@@ -170,5 +179,12 @@ mod tests {
         assert!(Glob::new("a*b*c").unwrap().matches("aXbYbZc"));
         assert!(!Glob::new("a*b*c").unwrap().matches("aXbYbZ"));
         assert!(Glob::new("a/b").is_err());
+        let d = Glob::new(DEFAULT_MATCH).unwrap();
+        for name in ["a.jsonl", "a.jsonl.gz", "a.jsonl.zst"] {
+            assert!(d.matches(name), "{name}");
+        }
+        assert!(!d.matches("a.jsonl.bz2") && !d.matches("a.gz"));
+        assert!(Glob::new("*.jsonl,").is_err());
+        assert!(Glob::new(",").is_err());
     }
 }

@@ -83,6 +83,10 @@ pub enum RefusalKind {
     ProhibitedField,
     IdCollision,
     RejectCap,
+    /// A gzip or zstd input that is truncated or corrupt (docs/design.md § 9).
+    CorruptCompression,
+    /// A compressed input decoding to more than `--max-decompressed-bytes`.
+    DecompressedTooLarge,
 }
 
 /// What a run's spill of its dedup index cost (a run whose index stayed within its
@@ -115,6 +119,8 @@ impl std::fmt::Display for Refusal {
             RefusalKind::ProhibitedField => "prohibited_field",
             RefusalKind::IdCollision => "id_collision",
             RefusalKind::RejectCap => "reject_cap",
+            RefusalKind::CorruptCompression => "corrupt_compression",
+            RefusalKind::DecompressedTooLarge => "decompressed_too_large",
         };
         write!(f, "{kind} at line {}", self.line)?;
         if let Some(field) = self.field {
@@ -233,6 +239,82 @@ impl Summary {
         line["input_sha256"] = serde_json::Value::Null;
         line["error"] = serde_json::json!(error);
         line
+    }
+}
+
+/// Outcome counts of an inbox run (the totals line).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    pub inputs: u64,
+    pub published: u64,
+    pub skipped: u64,
+    pub refused: u64,
+    pub busy: u64,
+    pub failed: u64,
+    /// Another writer moved the checkpoint or the published object during the run
+    /// (exit 75 like busy); only shown when it happened.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub conflict: u64,
+    /// Stopped by SIGTERM/SIGINT before their publish; only shown when it happened.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub interrupted: u64,
+    /// Not started because of a signal: not among `inputs`; the totals line shows it
+    /// beside them.
+    #[serde(skip)]
+    pub not_started: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Totals {
+    pub(crate) fn add(&mut self, action: Action) {
+        let count = match action {
+            Action::Published => &mut self.published,
+            Action::Skipped => &mut self.skipped,
+            Action::Refused => &mut self.refused,
+            Action::Busy => &mut self.busy,
+            Action::Conflict => &mut self.conflict,
+            Action::Interrupted => &mut self.interrupted,
+            Action::Failed => &mut self.failed,
+            // `check` never runs in an inbox.
+            Action::Checked => return,
+            Action::NotStarted => {
+                self.not_started += 1;
+                return;
+            }
+        };
+        *count += 1;
+        self.inputs += 1;
+    }
+
+    /// Each outcome's count (the pushed metrics).
+    pub fn by_action(&self) -> [(Action, u64); 8] {
+        [
+            (Action::Published, self.published),
+            (Action::Skipped, self.skipped),
+            (Action::Refused, self.refused),
+            (Action::Busy, self.busy),
+            (Action::Conflict, self.conflict),
+            (Action::Failed, self.failed),
+            (Action::Interrupted, self.interrupted),
+            (Action::NotStarted, self.not_started),
+        ]
+    }
+
+    /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
+    /// (or in conflict).
+    pub fn exit_code(&self) -> i32 {
+        if self.failed > 0 {
+            crate::EXIT_FAILURE
+        } else if self.refused > 0 {
+            crate::EXIT_REFUSED
+        } else if self.busy + self.conflict > 0 {
+            crate::EXIT_BUSY
+        } else {
+            crate::EXIT_OK
+        }
     }
 }
 

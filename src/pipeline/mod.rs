@@ -11,6 +11,7 @@
 //! SIGTERM or SIGINT before the publish drops the work, removes this run's staging
 //! and releases the lease; after the publish the run finishes its checkpoint first.
 
+mod check;
 mod resolve;
 mod scan;
 mod stream;
@@ -24,13 +25,14 @@ use std::time::Instant;
 use time::OffsetDateTime;
 use tracing::{info, warn};
 
-use resolve::{digester, resolve, second_pass, spill_plan};
-use scan::{scan, Scan};
+pub use check::check;
+use resolve::{digester, second_pass};
+use scan::{scan, Limits, Scan};
 use stream::{refuse, stream, Streamed};
-use validator::Sequencer;
 pub use validator::{Counts, Validator};
 
 use crate::checkpoint::{self, Checkpoint, Current, PublishedVersion};
+use crate::compression::OutputCompression;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, Hooks, PausePoint};
@@ -163,7 +165,7 @@ async fn run_in_span(
             .await
             .at(Step::Connect, &input_location)?,
     };
-    let layout = Layout::new(&cfg.product, &cfg.input_name);
+    let layout = Layout::new(&cfg.product, &cfg.input_name).published_as(cfg.output_compression);
     let waited = take_lease(cfg, &lake, &layout, &run_id, deadline, shutdown).await;
     let lease = match waited.at(Step::Lease, &input_location)? {
         Ok(lease) => lease,
@@ -437,11 +439,12 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     crate::history::bytes_in(reader.size);
     let progress = Progress::new("hash", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
     let d = digester(ctx.hooks);
+    let limits = Limits::of(ctx.cfg);
     let (sha, _) = scan(
         reader,
         &ctx.input_location,
         progress,
-        0,
+        limits,
         Scan::Hash,
         d,
         false,
@@ -474,7 +477,8 @@ async fn complete_staging(
     let mut data = s.data.complete().await?;
     if let Some(drops) = &s.drops {
         // The merge found later copies in the staged output: a filtered copy of it.
-        data = second_pass(&*ctx.lake, data, drops, &ctx.run_id, ctx.hooks).await?;
+        let output = ctx.cfg.output_compression;
+        data = second_pass(&*ctx.lake, data, drops, &ctx.run_id, ctx.hooks, output).await?;
         crate::history::lap("second-pass");
     }
     let quarantine = match s.quarantine {
@@ -542,6 +546,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
         duplicate_rows: staged.counts.duplicates,
         published_path: lake.location(&ctx.layout.raw),
         published_size: published.size,
+        output_compression: ctx.cfg.output_compression,
         published: PublishedVersion::of(published),
         quarantine_path: staged
             .quarantine
@@ -602,6 +607,20 @@ async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
             warn!(error = %e, "could not remove the previous quarantine, which no checkpoint names now");
         }
     }
+    // Published before under another --output-compression: the job may not delete
+    // in raw/ (least privilege), so the old object stays until an operator removes
+    // it (RUNBOOK); readers would see its events twice.
+    if let Some(prior) = &staged.prior {
+        let before = OutputCompression::ALL
+            .into_iter()
+            .map(|c| ctx.lake.location(&ctx.layout.raw_as(c)))
+            .find(|old| {
+                *old != ctx.lake.location(&ctx.layout.raw) && prior.record.published_path == *old
+            });
+        if let Some(old) = before {
+            warn!(previous = %old, "this input was published under another --output-compression before; that object stays and no checkpoint names it now: remove it (RUNBOOK, changing --output-compression)");
+        }
+    }
 }
 
 fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary {
@@ -636,54 +655,4 @@ fn log_outcome(s: &Summary) {
         reason = s.reason.as_ref().map(tracing::field::display),
         "run finished"
     );
-}
-
-/// `landing check`: the same validation, nothing written anywhere.
-pub async fn check(cfg: &Config, hooks: Hooks) -> Result<Summary> {
-    let run_id = new_run_id();
-    let input_location = cfg.input.to_string();
-    let span = tracing::info_span!("check", run_id = %run_id, product = %cfg.product, input = %input_location);
-    let _enter = span.enter();
-    let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
-    let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
-    let plan = spill_plan(cfg, &run_id, hooks);
-    let v = Sequencer::new(cfg.max_rejected_lines, reader.size).with_spill(plan);
-    let progress = Progress::new("check", &cfg.input_name, reader.size, cfg.progress);
-    let d = digester(hooks);
-    let (sha256, v) = scan(
-        reader,
-        &input_location,
-        progress,
-        cfg.max_line_bytes,
-        Scan::Check(v),
-        d,
-        false,
-    )
-    .await
-    .at(Step::Stream, &input_location)?;
-    let mut v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
-    let reread = || input.read(&key);
-    let resolution = resolve(
-        &mut v,
-        d,
-        cfg.max_line_bytes,
-        &input_location,
-        hooks,
-        reread,
-    )
-    .await
-    .at(Step::Stream, &input_location)?;
-    let c = v.counts();
-    let summary = Summary {
-        input_sha256: sha256,
-        accepted_rows: c.accepted,
-        rejected_rows: c.rejected,
-        duplicate_rows: c.duplicates,
-        reason: v.refusal().cloned(),
-        quarantine_reasons: Some(v.first_rejects().to_vec()),
-        spill: resolution.spill,
-        ..Summary::new(run_id, cfg.product.clone(), input_location, Action::Checked)
-    };
-    log_outcome(&summary);
-    Ok(summary)
 }

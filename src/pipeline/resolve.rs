@@ -10,15 +10,17 @@ use std::collections::{HashMap, HashSet};
 use bytes::{Bytes, BytesMut};
 use fixedbitset::FixedBitSet;
 use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
 
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
+use crate::compression::{self, Broken, Codec, Encoder, OutputCompression};
 use crate::config::Config;
 use crate::contract::{self, Line, LineFramer, Verdict};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
-use crate::spill::{self, Merged};
-use crate::store::{ObjectReader, Staged, Store, Upload};
+use crate::spill::{self, Merged, Scratch};
+use crate::store::{ObjectReader, Staged, Store};
 use crate::summary::{Refusal, RefusalKind, SpillReport};
 
 /// This run's digests: a fresh seed, and the test hook's narrowed id digests.
@@ -72,8 +74,20 @@ where
     if let Some(failure) = seq.failure() {
         return Err(Error::store("spill", input, failure.to_owned()));
     }
+    let broken = [
+        RefusalKind::CorruptCompression,
+        RefusalKind::DecompressedTooLarge,
+    ];
+    if seq.refusal().is_some_and(|r| broken.contains(&r.kind)) {
+        // A broken stream refuses the file whatever its lines said: nothing to
+        // merge or check (dropping the spill removes its scratch).
+        return Ok(Resolution::default());
+    }
     let merged = match spilled {
-        Some(sp) => Some(merge(sp, seq, input, hooks).await?),
+        Some(sp) => {
+            let sizes = (seq.output_lines(), seq.lines());
+            Some(merge(sp, sizes, input, hooks).await?)
+        }
         None => None,
     };
     let stop = seq.refusal().map_or(u64::MAX, |r| r.line);
@@ -81,7 +95,7 @@ where
         .suspects()
         .iter()
         .copied()
-        .chain(merged.iter().flat_map(|(m, _)| {
+        .chain(merged.iter().flat_map(|(m, _, _)| {
             m.suspects.iter().map(|&(line, key)| Suspect {
                 line,
                 key,
@@ -93,7 +107,7 @@ where
     suspects.sort_unstable_by_key(|s| s.line);
     let (dups_merged, dups_before) = merged
         .as_ref()
-        .map_or((0, 0), |(m, sp)| (m.duplicates, sp.dups_before));
+        .map_or((0, 0), |(m, _, before)| (m.duplicates, *before));
     let mut counts = seq.counts();
     counts.accepted -= dups_merged;
     counts.duplicates += dups_merged;
@@ -109,9 +123,9 @@ where
                     field: None,
                 });
                 counts = s.counts.unwrap_or_else(|| {
-                    let merged_before = merged
-                        .as_ref()
-                        .map_or(0, |(m, _)| m.dup_lines.count_ones(..s.line as usize) as u64);
+                    let merged_before = merged.as_ref().map_or(0, |(m, _, _)| {
+                        m.dup_lines.count_ones(..s.line as usize) as u64
+                    });
                     let duplicates = dups_before + merged_before;
                     Counts {
                         accepted: prefix.accepts - duplicates,
@@ -132,11 +146,11 @@ where
     }
     seq.resolve(counts, refusal.clone());
     let (drops, spill) = match merged {
-        Some((m, sp)) => {
+        Some((m, scratch, _)) => {
             let second_pass = refusal.is_none() && m.duplicates > 0;
             let report = SpillReport {
-                spilled_bytes: sp.scratch.bytes,
-                runs: sp.scratch.spills,
+                spilled_bytes: scratch.bytes,
+                runs: scratch.spills,
                 runs_merged: m.runs_merged,
                 second_pass,
             };
@@ -148,25 +162,22 @@ where
 }
 
 /// Write the last buffer out and merge every run (blocking I/O, off the runtime).
+/// `outputs` and `lines` (staged output lines, input lines) size its bitsets.
 async fn merge(
-    mut sp: Spilled,
-    seq: &Sequencer,
+    sp: Spilled,
+    (outputs, lines): (u64, u64),
     input: &str,
     hooks: Hooks,
-) -> Result<(Merged, Spilled)> {
-    let (outputs, lines) = (seq.output_lines(), seq.lines());
+) -> Result<(Merged, Scratch, u64)> {
     tokio::task::spawn_blocking(move || {
-        let dir = sp.scratch.path().to_owned();
+        let dir = sp.writer.dir().to_owned();
         let fail = |e: std::io::Error| spill::describe_failure(&dir, &e);
-        if !sp.buffer.is_empty() {
-            let mut buf = std::mem::take(&mut sp.buffer);
-            sp.scratch.spill(&mut buf).map_err(fail)?;
-        }
-        let m = spill::merge(&mut sp.scratch, outputs, lines, || {
+        let mut scratch = sp.writer.finish(sp.buffer).map_err(fail)?;
+        let m = spill::merge(&mut scratch, outputs, lines, || {
             hooks.crash(CrashPoint::Merge)
         })
         .map_err(fail)?;
-        Ok::<_, String>((m, sp))
+        Ok::<_, String>((m, scratch, sp.dups_before))
     })
     .await
     .map_err(|e| Error::store("merge spilled index", input, e))?
@@ -183,25 +194,21 @@ struct Prefix {
 /// Read the input again up to the last suspect and compare full ids: the first
 /// suspect whose id an earlier accepted line already had is a real collision.
 async fn check_ids(
-    mut reader: ObjectReader,
+    reader: ObjectReader,
     input: &str,
     digester: Digester,
     max_line_bytes: usize,
     suspects: &[Suspect],
 ) -> Result<Option<(Suspect, Prefix)>> {
     let mut ids = IdCheck::new(digester, max_line_bytes, suspects);
-    loop {
-        let mut buf = BytesMut::with_capacity(1 << 20);
-        let n = reader
-            .body
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| Error::store("read input (id check)", input, e))?;
-        if n == 0 || ids.done() {
-            break;
+    // The content, decoded when the input is compressed: what the first pass framed.
+    // A stream broken now was whole then (the hash matched), so it cannot be.
+    compression::read_content(reader, input, |piece| {
+        if !ids.done() {
+            ids.feed(piece)
         }
-        ids.feed(&buf);
-    }
+    })
+    .await?;
     Ok(ids.finish())
 }
 
@@ -302,51 +309,109 @@ impl<'a> IdCheck<'a> {
 
 /// The second pass: copy the staged output to a second staging, without the lines
 /// the merge found to be later copies, then discard the first. Both are staging:
-/// nothing is published before this is done.
+/// nothing is published before this is done. A compressed output is decoded and
+/// encoded again; the encoder's blocks depend on the content alone, so the bytes
+/// are those of an in-memory run.
 pub(super) async fn second_pass(
     lake: &dyn Store,
     first: Staged,
     drops: &FixedBitSet,
     run_id: &str,
     hooks: Hooks,
+    output: OutputCompression,
 ) -> Result<Staged> {
-    let mut reader = lake.read(&first.key).await?;
-    let mut out = lake.restage(&first, run_id).await?;
     let location = lake.location(&first.key);
-    let mut filter = Filter::default();
-    let mut wrote = false;
-    loop {
-        let mut buf = BytesMut::with_capacity(1 << 20);
-        let n = match reader.body.read_buf(&mut buf).await {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = out.abort().await;
-                return Err(Error::store("read staged output", &location, e));
+    let reader = lake.read(&first.key).await?;
+    let mut encoder =
+        Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
+    let mut out = lake.restage(&first, run_id).await?;
+    let (tx, mut rx) = mpsc::channel::<std::result::Result<Bytes, Broken>>(4);
+    let decoded = decode(reader, output, tx, &location);
+    let filtered = async {
+        let mut filter = Filter::default();
+        let mut wrote = false;
+        while let Some(piece) = rx.recv().await {
+            let piece = piece
+                .map_err(|b| Error::store("decode staged output", &location, format!("{b:?}")))?;
+            let mut stored = filter.push(&piece, drops);
+            if let Some(e) = encoder.as_mut() {
+                let coded = e.write(&stored);
+                stored =
+                    Bytes::from(coded.map_err(|e| Error::store("compress output", &location, e))?);
+            }
+            if !stored.is_empty() {
+                out.write(stored).await?;
+                if !wrote {
+                    wrote = true;
+                    hooks.crash(CrashPoint::SecondPass);
+                }
+            }
+        }
+        let tail = filter.finish(drops);
+        let tail = match encoder.take() {
+            None => tail,
+            Some(mut e) => {
+                let end = e.write(&tail).and_then(|mut v| {
+                    v.extend(e.finish()?);
+                    Ok(v)
+                });
+                Bytes::from(end.map_err(|e| Error::store("compress output", &location, e))?)
             }
         };
-        if n == 0 {
-            break;
+        if !tail.is_empty() {
+            out.write(tail).await?;
         }
-        let kept = filter.push(&buf, drops);
-        if !kept.is_empty() {
-            write(&mut out, kept).await?;
-            if !wrote {
-                wrote = true;
-                hooks.crash(CrashPoint::SecondPass);
-            }
-        }
-    }
-    let rest = filter.finish(drops);
-    if !rest.is_empty() {
-        write(&mut out, rest).await?;
+        Ok::<(), Error>(())
+    };
+    let (decoded, filtered) = tokio::join!(decoded, filtered);
+    if let Err(e) = decoded.and(filtered) {
+        let _ = out.abort().await;
+        return Err(e);
     }
     let staged = out.complete().await?;
     lake.discard(&first).await?;
     Ok(staged)
 }
 
-async fn write(out: &mut Box<dyn Upload>, bytes: Bytes) -> Result<()> {
-    out.write(bytes).await
+/// Send the staged output's content on `tx`: its bytes, or decoded when the output
+/// is compressed.
+async fn decode(
+    mut reader: ObjectReader,
+    output: OutputCompression,
+    tx: mpsc::Sender<std::result::Result<Bytes, Broken>>,
+    location: &str,
+) -> Result<()> {
+    let codec = match output {
+        OutputCompression::None => None,
+        OutputCompression::Gzip => Some(Codec::Gzip),
+        OutputCompression::Zstd => Some(Codec::Zstd),
+    };
+    let read = |e| Error::store("read staged output", location, e);
+    let Some(codec) = codec else {
+        loop {
+            let mut buf = BytesMut::with_capacity(1 << 20);
+            if reader.body.read_buf(&mut buf).await.map_err(read)? == 0
+                || tx.send(Ok(buf.freeze())).await.is_err()
+            {
+                return Ok(());
+            }
+        }
+    };
+    let (stored_tx, stored_rx) = mpsc::channel::<Bytes>(4);
+    let decoder = compression::spawn_decoder(codec, stored_rx, tx, u64::MAX);
+    loop {
+        let mut buf = BytesMut::with_capacity(1 << 20);
+        // A closed channel: the decoder stopped (and said why on `tx`).
+        if reader.body.read_buf(&mut buf).await.map_err(read)? == 0
+            || stored_tx.send(buf.freeze()).await.is_err()
+        {
+            break;
+        }
+    }
+    drop(stored_tx);
+    decoder
+        .await
+        .map_err(|e| Error::store("join decoder", location, e))
 }
 
 /// Drops output lines by ordinal, across chunk boundaries.

@@ -2,7 +2,7 @@
 //! in input order, and hand published bytes and quarantine records to the writer.
 //!
 //! Threads: the reading task frames lines into batches; SHA-256 runs on a thread of
-//! its own; [`WORKERS`] threads check batches; one sequencer applies them in the
+//! its own, and so does the decoder of a compressed input; [`WORKERS`] threads check batches; one sequencer applies them in the
 //! order they were dealt, so every decision is the one a sequential pass makes.
 //!
 //! Completeness is proved, not assumed: a worker that panics or goes away closes
@@ -19,11 +19,13 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::validator::{check_batch, Batch, Checked, Sequencer};
+use crate::compression::{self, Broken, Codec};
 use crate::contract::LineFramer;
 use crate::error::{Error, Result};
 use crate::identity::{hex, Digester};
 use crate::progress::Progress;
 use crate::store::ObjectReader;
+use crate::summary::{Refusal, RefusalKind};
 
 /// Input is read in chunks of this size.
 const READ_CHUNK: usize = 1 << 20;
@@ -49,16 +51,19 @@ pub(super) enum Scan {
     Land(Sequencer, mpsc::Sender<Out>),
 }
 
-/// Read the input once. Every byte is hashed on a thread of its own; unless the
-/// scan is [`Scan::Hash`], lines are framed here, checked by [`WORKERS`] threads in
-/// parallel and sequenced in input order on another, which sends published bytes
-/// and quarantine records to the writer ([`Scan::Land`]) or drops them. After a
-/// refusal the input is still read to the end for its hash, but no longer validated.
+/// Read the input once. Every stored byte is hashed on a thread of its own; unless
+/// the scan is [`Scan::Hash`], lines are framed here, checked by [`WORKERS`] threads
+/// in parallel and sequenced in input order on another, which sends published
+/// bytes and quarantine records to the writer ([`Scan::Land`]) or drops them. A
+/// gzip or zstd input (told by its first bytes) is decoded on a thread of its own
+/// between the read and the framer; a broken stream refuses the input. After a
+/// refusal the input is still read to the end for its hash (and decoded, to tell
+/// a broken stream), but no longer validated.
 pub(super) async fn scan(
-    mut reader: ObjectReader,
+    reader: ObjectReader,
     input: &str,
-    mut progress: Progress,
-    max_line_bytes: usize,
+    progress: Progress,
+    limits: Limits,
     what: Scan,
     digester: Digester,
     panic_worker: bool,
@@ -71,13 +76,32 @@ pub(super) async fn scan(
         }
         hex(&h.finalize())
     });
+    let mut raw = Raw {
+        size: reader.size,
+        reader,
+        input,
+        progress,
+        hash_tx,
+        pending: None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
-    let validate = match what {
+    let mut validate = match what {
         Scan::Hash => None,
         Scan::Check(seq) => Some((seq, None)),
         Scan::Land(seq, out) => Some((seq, Some(out))),
     };
-    let (mut framer, mut batch_txs, sequencer) = match validate {
+    // Only content is validated: a hash-only scan never looks at the stored form.
+    let codec = match validate.as_mut() {
+        Some((seq, _)) => {
+            let codec = raw.sniff().await?;
+            if codec.is_some() {
+                seq.set_input_size(compression::expected_content(raw.size));
+            }
+            codec
+        }
+        None => None,
+    };
+    let (mut dealer, sequencer) = match validate {
         Some((seq, out)) => {
             let (txs, rxs): (Vec<_>, Vec<_>) =
                 (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
@@ -88,55 +112,29 @@ pub(super) async fn scan(
                 .unzip();
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
-            let framer = LineFramer::new(max_line_bytes);
-            (Some(framer), txs, Some((seq, workers)))
+            let framer = LineFramer::new(limits.max_line_bytes);
+            (Dealer::new(Some(framer), txs, stop), Some((seq, workers)))
         }
-        None => (None, Vec::new(), None),
+        None => (Dealer::new(None, Vec::new(), stop), None),
     };
-    let mut next = 0usize;
-    let mut lost_worker = false;
-    loop {
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        let n = reader
-            .body
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| Error::store("read input", input, e))?;
-        if n == 0 {
-            break;
-        }
-        let chunk = buf.freeze();
-        progress.inc(n as u64);
-        if hash_tx.send(chunk.clone()).await.is_err() {
-            return Err(Error::store("hash input", input, "hasher stopped"));
-        }
-        if let Some(f) = framer.as_mut() {
-            if stop.load(Ordering::Relaxed) {
-                // Refused, or the writer failed: only the hash is still wanted.
-                framer = None;
-                batch_txs.clear();
-                continue;
+    let broken = match codec {
+        None => {
+            while let Some(chunk) = raw.next().await? {
+                dealer.deal(chunk).await;
             }
-            let batch = Batch::frame(f, chunk);
-            if batch_txs[next % WORKERS].send(batch).await.is_err() {
-                // A worker is gone; unless the sequencer stopped, that is a failure
-                // (reported below, after every thread is joined).
-                lost_worker = !stop.load(Ordering::Relaxed);
-                framer = None;
-                batch_txs.clear();
-            }
-            next += 1;
+            None
         }
-    }
-    let mut dealt = None;
-    if let Some(mut f) = framer {
-        let last = Batch::finish(&mut f);
-        if batch_txs[next % WORKERS].send(last).await.is_err() {
-            lost_worker = !stop.load(Ordering::Relaxed);
-        }
-        dealt = Some((next as u64 + 1, f.lines_seen()));
-    }
-    drop(batch_txs);
+        Some(codec) => decode_and_deal(codec, &mut raw, &mut dealer, limits).await?,
+    };
+    let lines_framed = dealer.lines_seen();
+    let (dealt, lost_worker) = match broken {
+        None => dealer.finish().await,
+        // The content ended mid-stream: its last, partial line is no line at all.
+        Some(_) => dealer.abandon(),
+    };
+    let Raw {
+        hash_tx, progress, ..
+    } = raw;
     drop(hash_tx);
     progress.finish();
     let sha = hasher
@@ -144,21 +142,227 @@ pub(super) async fn scan(
         .map_err(|e| Error::store("join hasher", input, e))?;
     let seq = match sequencer {
         Some((s, workers)) => {
-            let (seq, stopped) = s
+            let (mut seq, stopped) = s
                 .await
                 .map_err(|e| Error::store("join sequencer", input, e))?;
             for w in workers {
                 w.await
                     .map_err(|e| Error::store("join validation worker", input, e))?;
             }
-            if !stopped {
-                prove_complete(input, &seq, dealt, lost_worker)?;
+            match broken {
+                Some(b) => seq.refuse(broken_refusal(b, lines_framed + 1)),
+                None if !stopped => prove_complete(input, &seq, dealt, lost_worker)?,
+                None => {}
             }
             Some(seq)
         }
         None => None,
     };
     Ok((sha, seq))
+}
+
+/// What bounds a scan: the longest line kept, and (compressed inputs) the content a
+/// stream may decode to.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub(super) max_line_bytes: usize,
+    pub(super) max_decompressed: u64,
+}
+
+impl Limits {
+    pub(super) fn of(cfg: &crate::config::Config) -> Limits {
+        Limits {
+            max_line_bytes: cfg.max_line_bytes,
+            max_decompressed: cfg.max_decompressed_bytes,
+        }
+    }
+}
+
+fn broken_refusal(b: Broken, line: u64) -> Refusal {
+    let kind = match b {
+        Broken::Corrupt => RefusalKind::CorruptCompression,
+        Broken::TooLarge => RefusalKind::DecompressedTooLarge,
+    };
+    Refusal {
+        kind,
+        line,
+        field: None,
+    }
+}
+
+/// The stored bytes as read: each chunk counted by the progress bar and hashed
+/// before anything else sees it.
+struct Raw<'a> {
+    reader: ObjectReader,
+    size: u64,
+    input: &'a str,
+    progress: Progress,
+    hash_tx: mpsc::Sender<Bytes>,
+    /// Bytes read to tell the stored form, not yet handed on.
+    pending: Option<Bytes>,
+}
+
+impl Raw<'_> {
+    /// Read the first bytes (at least [`Codec::SNIFF_LEN`], unless the input is
+    /// shorter) and tell the stored form; they are handed on by the next `next`.
+    async fn sniff(&mut self) -> Result<Option<Codec>> {
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        while buf.len() < Codec::SNIFF_LEN {
+            if self.read_into(&mut buf).await? == 0 {
+                break;
+            }
+        }
+        let codec = Codec::sniff(&buf);
+        self.pending = Some(buf.freeze()).filter(|b| !b.is_empty());
+        Ok(codec)
+    }
+
+    async fn read_into(&mut self, buf: &mut BytesMut) -> Result<usize> {
+        self.reader
+            .body
+            .read_buf(buf)
+            .await
+            .map_err(|e| Error::store("read input", self.input, e))
+    }
+
+    /// The next chunk of stored bytes, hashed and counted; `None` at the end.
+    async fn next(&mut self) -> Result<Option<Bytes>> {
+        let chunk = match self.pending.take() {
+            Some(b) => b,
+            None => {
+                let mut buf = BytesMut::with_capacity(READ_CHUNK);
+                if self.read_into(&mut buf).await? == 0 {
+                    return Ok(None);
+                }
+                buf.freeze()
+            }
+        };
+        self.progress.inc(chunk.len() as u64);
+        if self.hash_tx.send(chunk.clone()).await.is_err() {
+            return Err(Error::store("hash input", self.input, "hasher stopped"));
+        }
+        Ok(Some(chunk))
+    }
+}
+
+/// Frames content into batches and deals them round-robin to the workers.
+struct Dealer {
+    framer: Option<LineFramer>,
+    txs: Vec<mpsc::Sender<Batch>>,
+    next: usize,
+    lines: u64,
+    lost_worker: bool,
+    stop: Arc<AtomicBool>,
+}
+
+impl Dealer {
+    fn new(
+        framer: Option<LineFramer>,
+        txs: Vec<mpsc::Sender<Batch>>,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Dealer {
+            framer,
+            txs,
+            next: 0,
+            lines: 0,
+            lost_worker: false,
+            stop,
+        }
+    }
+
+    /// Physical lines framed so far (until validation stopped).
+    fn lines_seen(&self) -> u64 {
+        self.lines
+    }
+
+    async fn deal(&mut self, chunk: Bytes) {
+        let Some(f) = self.framer.as_mut() else {
+            return;
+        };
+        if self.stop.load(Ordering::Relaxed) {
+            // Refused, or the writer failed: only the hash is still wanted.
+            self.framer = None;
+            self.txs.clear();
+            return;
+        }
+        let batch = Batch::frame(f, chunk);
+        self.lines = f.lines_seen();
+        if self.txs[self.next % WORKERS].send(batch).await.is_err() {
+            // A worker is gone; unless the sequencer stopped, that is a failure
+            // (reported after every thread is joined).
+            self.lost_worker = !self.stop.load(Ordering::Relaxed);
+            self.framer = None;
+            self.txs.clear();
+        }
+        self.next += 1;
+    }
+
+    /// End of content: deal the last line. The batches and lines dealt (`None` if
+    /// validation stopped early), and whether a worker was lost.
+    async fn finish(mut self) -> (Option<(u64, u64)>, bool) {
+        let Some(mut f) = self.framer.take() else {
+            return (None, self.lost_worker);
+        };
+        let last = Batch::finish(&mut f);
+        if self.txs[self.next % WORKERS].send(last).await.is_err() {
+            self.lost_worker = !self.stop.load(Ordering::Relaxed);
+        }
+        (
+            Some((self.next as u64 + 1, f.lines_seen())),
+            self.lost_worker,
+        )
+    }
+
+    /// Stop without dealing the rest: the workers drain what they have and end.
+    fn abandon(self) -> (Option<(u64, u64)>, bool) {
+        (None, self.lost_worker)
+    }
+}
+
+/// A compressed input: stored chunks go (hashed) to the decoder thread, its content
+/// to the dealer. Both run at once. When validation stops, the stream is still
+/// decoded to its end: a damaged stream can decode to garbage lines before its
+/// checksum fails, and the refusal must then name the stream, not a line. `Some`
+/// when the stream is broken.
+async fn decode_and_deal(
+    codec: Codec,
+    raw: &mut Raw<'_>,
+    dealer: &mut Dealer,
+    limits: Limits,
+) -> Result<Option<Broken>> {
+    let (stored_tx, stored_rx) = mpsc::channel::<Bytes>(4);
+    let (out_tx, out_rx) = mpsc::channel(4);
+    let decoder = compression::spawn_decoder(codec, stored_rx, out_tx, limits.max_decompressed);
+    let feed = async {
+        let mut to_decoder = Some(stored_tx);
+        while let Some(chunk) = raw.next().await? {
+            if let Some(tx) = &to_decoder {
+                if tx.send(chunk).await.is_err() {
+                    // The decoder stopped (broken stream, or nothing more wanted).
+                    to_decoder = None;
+                }
+            }
+        }
+        Ok::<(), Error>(())
+    };
+    let take = async {
+        let mut out_rx = out_rx;
+        while let Some(decoded) = out_rx.recv().await {
+            match decoded {
+                // A no-op once validation stopped.
+                Ok(content) => dealer.deal(content).await,
+                Err(broken) => return Some(broken),
+            }
+        }
+        None
+    };
+    let (fed, broken) = tokio::join!(feed, take);
+    fed?;
+    decoder
+        .await
+        .map_err(|e| Error::store("join decoder", raw.input, e))?;
+    Ok(broken)
 }
 
 /// Every batch framed was checked and sequenced, covering every physical line.

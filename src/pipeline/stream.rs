@@ -8,9 +8,11 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::resolve::resolve;
-use super::scan::{scan, Out, Scan};
+use super::resolve::spill_plan;
+use super::scan::{scan, Limits, Out, Scan};
 use super::validator::{Counts, Sequencer};
-use super::{digester, log_outcome, spill_plan, Ctx};
+use super::{digester, log_outcome, Ctx};
+use crate::compression::Encoder;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, PausePoint};
 use crate::lease::Lease;
@@ -40,6 +42,8 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .await
         .at(Step::Stream, input)?;
     crate::history::bytes_in(reader.size);
+    let (out_tx, out_rx) = mpsc::channel::<Out>(4);
+    let (out_tx, encoding) = encode_output(ctx, out_tx)?;
     let l = &ctx.layout;
     let data = ctx
         .lake
@@ -51,19 +55,21 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size).with_spill(plan);
     let digester = digester(ctx.hooks);
     let progress = Progress::new("land", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
-    let (out_tx, out_rx) = mpsc::channel::<Out>(4);
+    let encoder = encoded(encoding, input);
     let writer = write_staging(ctx, data, out_rx);
     let scanned = scan(
         reader,
         input,
         progress,
-        ctx.cfg.max_line_bytes,
+        Limits::of(ctx.cfg),
         Scan::Land(v, out_tx),
         digester,
         ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
     );
-    let (scanned, written) = tokio::join!(scanned, writer);
+    let (scanned, written, encoded) = tokio::join!(scanned, writer, encoder);
     let (data, quarantine) = written.at(Step::Stage, input)?;
+    // A failed encoder left the staged object without its end: never publish it.
+    let scanned = encoded.and(scanned);
     let (sha256, v) = match scanned {
         Ok(s) => s,
         Err(e) => {
@@ -134,6 +140,70 @@ fn sweep_scratch(ctx: &Ctx<'_>) {
         }
     }
 }
+
+/// `--output-compression`: published bytes are compressed on a thread of their own
+/// between the sequencer and the staging writer; quarantine records pass as they
+/// are. Returns the sender the sequencer writes to, and the encoder's thread.
+fn encode_output(
+    ctx: &Ctx<'_>,
+    to_writer: mpsc::Sender<Out>,
+) -> Result<(mpsc::Sender<Out>, Encoding)> {
+    let input = &ctx.input_location;
+    let encoder = Encoder::new(ctx.cfg.output_compression)
+        .map_err(|e| Error::store("start output encoder", input, e))
+        .at(Step::Stage, input)?;
+    let Some(mut enc) = encoder else {
+        return Ok((to_writer, None));
+    };
+    let (tx, mut rx) = mpsc::channel::<Out>(4);
+    let thread = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let mut stored: Vec<u8> = Vec::new();
+        let send = |stored: &mut Vec<u8>, at_least: usize| {
+            if stored.is_empty() || stored.len() < at_least {
+                return true;
+            }
+            let data = Bytes::from(std::mem::take(stored));
+            to_writer.blocking_send(Out::Data(data)).is_ok()
+        };
+        while let Some(out) = rx.blocking_recv() {
+            match out {
+                Out::Data(content) => {
+                    stored.extend(enc.write(&content)?);
+                    if !send(&mut stored, FLUSH_OUT) {
+                        return Ok(());
+                    }
+                }
+                quarantine @ Out::Quarantine(_) => {
+                    if to_writer.blocking_send(quarantine).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        // The sequencer is done: the stream's end goes last.
+        stored.extend(enc.finish()?);
+        send(&mut stored, 0);
+        Ok(())
+    });
+    Ok((tx, Some(thread)))
+}
+
+/// The output encoder's thread, if the output is compressed.
+type Encoding = Option<tokio::task::JoinHandle<std::io::Result<()>>>;
+
+/// The encoder's outcome; `Ok` without one.
+async fn encoded(encoding: Encoding, input: &str) -> Result<()> {
+    match encoding {
+        None => Ok(()),
+        Some(thread) => thread
+            .await
+            .map_err(|e| Error::store("join output encoder", input, e))?
+            .map_err(|e| Error::store("compress output", input, e)),
+    }
+}
+
+/// Compressed output is handed to the store in pieces of at least this size.
+const FLUSH_OUT: usize = 1 << 20;
 
 /// The staging writer: takes the validator's output in order and writes it.
 async fn write_staging(

@@ -226,9 +226,9 @@ pub struct Suspect {
 /// one (the first real collision refuses the file); more mean forced digests.
 pub const MAX_SUSPECTS: usize = 4096;
 
-/// A sequencer that has spilled: the scratch runs and the buffer of the next one.
+/// A sequencer that has spilled: the writer of its runs and the buffer of the next.
 pub struct Spilled {
-    pub scratch: Scratch,
+    pub writer: crate::spill::Writer,
     pub buffer: Vec<Record>,
     buffer_cap: usize,
     /// Duplicates the index collapsed before it spilled (all before any record).
@@ -430,11 +430,12 @@ impl Sequencer {
             }
             drop(index);
             let lines = (self.input_size / 64) as usize;
-            let buffer_cap = plan.records_per_run(lines);
+            // Two buffers share the room: one fills while the other is written.
+            let buffer_cap = (plan.records_per_run(lines) / 2).max(1);
             Ok(Spilled {
-                scratch,
+                writer: crate::spill::Writer::start(scratch, buffer_cap)?,
                 // Reserved whole: a growing Vec would briefly hold its old and new
-                // buffers (2.5x); untouched pages of the reservation are not resident.
+                // buffers; untouched pages of the reservation are not resident.
                 buffer: Vec::with_capacity(buffer_cap),
                 buffer_cap,
                 dups_before: self.counts.duplicates,
@@ -446,14 +447,18 @@ impl Sequencer {
         }
     }
 
-    /// Write the buffered records out as one more sorted run.
+    /// Hand the buffered records to the writer, as one more sorted run.
     fn write_run(&mut self) {
         let Some(sp) = self.spilled.as_mut() else {
             return;
         };
-        if let Err(e) = sp.scratch.spill(&mut sp.buffer) {
-            let dir = sp.scratch.path().to_owned();
-            self.fail(&dir, e);
+        let full = std::mem::take(&mut sp.buffer);
+        match sp.writer.swap(full) {
+            Ok(empty) => sp.buffer = empty,
+            Err(e) => {
+                let dir = sp.writer.dir().to_owned();
+                self.fail(&dir, e);
+            }
         }
     }
 
@@ -497,6 +502,19 @@ impl Sequencer {
 
     pub fn refusal(&self) -> Option<&Refusal> {
         self.refusal.as_ref()
+    }
+
+    /// Refuse the input for a reason outside its lines (a broken compressed
+    /// stream). It replaces a line's refusal: lines decoded from a damaged stream
+    /// are not what the producer wrote, so their verdicts say nothing.
+    pub fn refuse(&mut self, r: Refusal) {
+        self.refusal = Some(r);
+    }
+
+    /// The content size the dedup index is sized from, when it is not the stored
+    /// size (a compressed input). Only before the first batch.
+    pub fn set_input_size(&mut self, bytes: u64) {
+        self.input_size = bytes;
     }
 
     pub fn counts(&self) -> Counts {

@@ -156,6 +156,88 @@ impl Scratch {
     }
 }
 
+/// Writes full buffers out as runs on a thread of its own, so the sequencer (the
+/// one serial stage of a run) only appends records while a run is sorted and
+/// written. Two buffers at most: the one filling and the one being written.
+pub struct Writer {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<Record>>>,
+    back: std::sync::mpsc::Receiver<Vec<Record>>,
+    spare: Option<Vec<Record>>,
+    thread: Option<std::thread::JoinHandle<io::Result<Scratch>>>,
+    dir: PathBuf,
+}
+
+impl Writer {
+    /// Start writing into `scratch`; `cap` records per buffer.
+    pub fn start(mut scratch: Scratch, cap: usize) -> io::Result<Writer> {
+        // Rendezvous: a send returns once the writer took the buffer (it is idle).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(0);
+        let (back_tx, back) = std::sync::mpsc::channel();
+        let dir = scratch.path().to_owned();
+        let thread = std::thread::Builder::new()
+            .name("spill-writer".into())
+            .spawn(move || {
+                for mut full in rx {
+                    scratch.spill(&mut full)?;
+                    // The sequencer may be gone (a refusal); the buffer is then dropped.
+                    let _ = back_tx.send(full);
+                }
+                Ok(scratch)
+            })?;
+        Ok(Writer {
+            tx: Some(tx),
+            back,
+            spare: Some(Vec::with_capacity(cap)),
+            thread: Some(thread),
+            dir,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Hand a full buffer over and take an empty one (waiting for the writer if it is
+    /// still writing the previous). An error is the writer's: the spill failed.
+    pub fn swap(&mut self, full: Vec<Record>) -> io::Result<Vec<Record>> {
+        let sent = self.tx.as_ref().map(|tx| tx.send(full));
+        if !matches!(sent, Some(Ok(()))) {
+            return Err(self.stop());
+        }
+        match self.spare.take() {
+            Some(v) => Ok(v),
+            None => self.back.recv().map_err(|_| self.stop()),
+        }
+    }
+
+    /// Write `last` out too, and wait for every run: the scratch, ready to merge.
+    pub fn finish(mut self, mut last: Vec<Record>) -> io::Result<Scratch> {
+        self.tx = None;
+        let mut scratch = self.join()?;
+        if !last.is_empty() {
+            scratch.spill(&mut last)?;
+        }
+        Ok(scratch)
+    }
+
+    /// The writer stopped: its error.
+    fn stop(&mut self) -> io::Error {
+        self.tx = None;
+        match self.join() {
+            Err(e) => e,
+            Ok(_) => io::Error::other("the spill writer stopped"),
+        }
+    }
+
+    fn join(&mut self) -> io::Result<Scratch> {
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the spill writer panicked")),
+            None => Err(io::Error::other("the spill writer already stopped")),
+        }
+    }
+}
+
 /// Remove the scratch directories under `root` whose run is gone (their lock is
 /// free). A directory whose lock is held belongs to a live run and is left alone.
 pub fn sweep(root: &Path) -> io::Result<Vec<PathBuf>> {

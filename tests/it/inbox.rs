@@ -988,7 +988,7 @@ fn dry_run_prints_settings_and_touches_nothing() {
     assert_eq!(v["jobs"], 3);
     assert_eq!(v["shard"], "2/4");
     assert_eq!(v["min_age"], 600);
-    assert_eq!(v["match"], "*.jsonl");
+    assert_eq!(v["match"], "*.jsonl,*.jsonl.gz,*.jsonl.zst");
     assert!(!lake.exists(), "a dry run touches nothing");
     assert!(!r.stdout.contains("very-secret-value") && !r.stdout.contains("AKIDSECRET"));
 

@@ -21,6 +21,12 @@
 //! forwards, so that the test can wait until the proxy has no request in flight
 //! ([`Proxy::wait_idle`]) before it checks the lake again and reruns.
 //!
+//! `kill_anywhere_gzip` runs the same trials on one compressed input, `kill.jsonl.gz`
+//! (published as `kill.jsonl`, its identity the hash of the gzip bytes), on the local
+//! lake and SeaweedFS, with `GZIP_MIN_KILLS` kills: decoding is one more thread of
+//! the same pass, and its kill instants fall in the same stages, so fewer trials
+//! cover it without doubling the suite's longest test.
+//!
 //! Set `LANDING_TEST_SEED` to replay; a failing trial prints its seed and delay, the
 //! checkpoint it saw (with its `committed_at`) and the raw object's `LastModified`.
 //! Every trial runs even after a failure, so one report lists them all.
@@ -42,6 +48,45 @@ const LOCK: &str = "locks/progress/kill.jsonl.lock";
 const MIN_KILLS: u64 = 40;
 /// Trials each backend may take to see them.
 const MAX_TRIALS: u64 = 100;
+/// The same for the compressed input.
+const GZIP_MIN_KILLS: u64 = 15;
+const GZIP_MAX_TRIALS: u64 = 40;
+
+/// How the trials' input is stored, and how many kills they need.
+#[derive(Debug, Clone, Copy)]
+struct Form {
+    gzip: bool,
+    min_kills: u64,
+    max_trials: u64,
+}
+
+const PLAIN: Form = Form {
+    gzip: false,
+    min_kills: MIN_KILLS,
+    max_trials: MAX_TRIALS,
+};
+
+impl Form {
+    /// The bytes the producer stores for `content`.
+    fn stored(self, content: &[u8]) -> Vec<u8> {
+        if !self.gzip {
+            return content.to_vec();
+        }
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(content).expect("gzip into memory");
+        e.finish().expect("gzip into memory")
+    }
+
+    /// The input's file name in the inbox.
+    fn file_name(self) -> String {
+        if self.gzip {
+            format!("{NAME}.gz")
+        } else {
+            NAME.to_owned()
+        }
+    }
+}
 /// The CPU hog stops by itself after this long, whatever happens to the test; longer
 /// than `MAX_TRIALS` loaded trials take.
 const HOG_LIMIT: Duration = Duration::from_secs(1800);
@@ -280,7 +325,7 @@ fn lake_problems(w: &World, v: &Versions, new: usize, phase: Phase) -> Problems 
     p
 }
 
-fn kill_anywhere_trials(kind: Kind, loaded: bool) {
+fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
     let started = Instant::now();
     let seed = std::env::var("LANDING_TEST_SEED")
         .ok()
@@ -291,13 +336,20 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool) {
                 .unwrap()
                 .as_nanos() as u64
         });
-    let label = format!("{kind:?}{}", if loaded { " under a CPU hog" } else { "" });
+    let label = format!(
+        "{kind:?}{}{}",
+        if loaded { " under a CPU hog" } else { "" },
+        if form.gzip { " (gzip input)" } else { "" }
+    );
     // Two versions; each trial replaces the published one with the other.
-    let inputs = [generated(60_000, 31), generated(55_000, 32)];
+    let content = [generated(60_000, 31), generated(55_000, 32)];
+    let inputs = [form.stored(&content[0]), form.stored(&content[1])];
+    let file = form.file_name();
     let versions = Versions {
+        // A compressed input publishes what its plain content does.
         outputs: [
-            clean_output(NAME, &inputs[0]),
-            clean_output(NAME, &inputs[1]),
+            clean_output(NAME, &content[0]),
+            clean_output(NAME, &content[1]),
         ],
         shas: [sha256(&inputs[0]), sha256(&inputs[1])],
     };
@@ -322,9 +374,9 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool) {
     // published again. A first publish into a fresh lake is slower on some servers
     // and would put many kill instants after the run's end.
     let mut taken = Duration::ZERO;
-    let input = w.put_input(NAME, &inputs[0]);
+    let input = w.put_input(&file, &inputs[0]);
     for (i, which) in [0, 1, 0].into_iter().enumerate() {
-        w.put_input(NAME, &inputs[which]);
+        w.put_input(&file, &inputs[which]);
         let t = Instant::now();
         let r = w.run_env(&input, &[], &via_proxy);
         assert_eq!(
@@ -349,7 +401,7 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool) {
     let mut failures: Vec<String> = Vec::new();
     // Old raw bytes under a checkpoint of the new input: a killed run's late promotion.
     let mut late_copies = 0;
-    while kills < MIN_KILLS && trials < MAX_TRIALS {
+    while kills < form.min_kills && trials < form.max_trials {
         let trial = trials;
         trials += 1;
         // The first run published input 0; trial 0 replaces it with input 1, and so on.
@@ -377,7 +429,7 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool) {
                 ));
             }
         };
-        w.put_input(NAME, &inputs[new]);
+        w.put_input(&file, &inputs[new]);
         let spawned = Instant::now();
         let mut child = w
             .command(
@@ -467,10 +519,11 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool) {
         Duration::from_micros(span)
     );
     // The trials must actually have killed runs, not only watched them finish.
-    if kills < MIN_KILLS {
+    if kills < form.min_kills {
         failures.push(format!(
             "{label} seed {seed}: only {kills} real kills in {trials} trials, the bound; \
-             {MIN_KILLS} were needed"
+             {} were needed",
+            form.min_kills
         ));
     }
     assert!(
@@ -491,14 +544,25 @@ fn last_error(stderr: &str) -> String {
 }
 
 fn kill_anywhere(kind: Kind) {
-    kill_anywhere_trials(kind, false)
+    kill_anywhere_trials(kind, false, PLAIN)
 }
 
 fn kill_anywhere_under_load(kind: Kind) {
-    kill_anywhere_trials(kind, true)
+    kill_anywhere_trials(kind, true, PLAIN)
+}
+
+/// The same trials on a gzip input (see the module's doc).
+fn kill_anywhere_gzip(kind: Kind) {
+    let gzip = Form {
+        gzip: true,
+        min_kills: GZIP_MIN_KILLS,
+        max_trials: GZIP_MAX_TRIALS,
+    };
+    kill_anywhere_trials(kind, false, gzip)
 }
 
 matrix! {
     kill_anywhere: [local, seaweed, moto, localstack];
     kill_anywhere_under_load: [seaweed];
+    kill_anywhere_gzip: [local, seaweed];
 }

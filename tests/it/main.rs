@@ -6,6 +6,7 @@
 #[macro_use]
 mod support;
 
+mod compressed;
 mod crash;
 mod drill;
 mod e2e;

@@ -280,3 +280,53 @@ fn the_budget_is_shown_and_checked() {
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("--jobs 4"), "{}", r.stderr);
 }
+
+/// A gzip input with duplicates, published gzip: spilling (every 50 events, so the
+/// merge finds copies and the second pass decodes and encodes again) publishes the
+/// bytes of the in-memory run, and a collision found by the merge is refused on the
+/// decoded content's line.
+fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
+    use std::io::Write;
+    let gzip = |content: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(content).unwrap();
+        e.finish().unwrap()
+    };
+    let name = "progress-2026-03-02.jsonl.gz";
+    let raw = "raw/progress/progress-2026-03-02.jsonl.gz";
+    let mut content = generated(3000, 21);
+    let clean = gzip(&content);
+    content.extend(format!("{}\n", event("e-late", 1)).into_bytes());
+    content.extend(format!("{}\n", event("e-late", 2)).into_bytes());
+    let colliding = gzip(&content);
+    let args = ["--output-compression", "gzip"];
+    for (input, code) in [(clean, 0), (colliding, 65)] {
+        let plain = World::new(kind, "plain");
+        let arg = plain.put_input(name, &input);
+        let r = plain.run(&arg, &args);
+        assert_eq!(r.code, Some(code), "{}", r.stderr);
+        let expected = (
+            seen(&plain, &r).counts,
+            r.summary.unwrap()["reason"].clone(),
+            plain.get(raw),
+        );
+
+        let w = World::new(kind, "spilled");
+        let arg = w.put_input(name, &input);
+        let dir = scratch(&w);
+        let mut all = args.to_vec();
+        all.extend(["--scratch-dir", dir.to_str().unwrap()]);
+        let r = w.run_env(&arg, &all, &[("LANDING_TEST_SPILL_EVERY", "50")]);
+        assert_eq!(r.code, Some(code), "{}", r.stderr);
+        let s = r.summary.as_ref().unwrap();
+        assert_eq!(s["spill"]["second_pass"], code == 0, "{}", r.stdout);
+        let got = (seen(&w, &r).counts, s["reason"].clone(), w.get(raw));
+        assert_eq!(got, expected);
+        assert!(scratch_is_empty(&dir));
+        assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    }
+}
+
+matrix! {
+    a_compressed_input_and_output_spill_to_the_same_bytes: [local, seaweed];
+}

@@ -18,7 +18,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 use crate::inbox::{inbox_arg, inbox_run, put_inbox};
 use crate::support::*;
 
-/// Matches the ConfigMap's `LANDING_MATCH` (`progress-*.jsonl`).
+/// Matches the ConfigMap's `LANDING_MATCH` (`progress-*.jsonl` and its `.gz`, `.zst`).
 const NAME: &str = "progress-2026-12-01.jsonl";
 const RAW: &str = "raw/progress/progress-2026-12-01.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-12-01.jsonl.json";

@@ -18,6 +18,10 @@
 //! | `quarantine_count` | (`--deep`) the quarantine holds another number of records |
 //! | `unnamed` | a file under `raw/` or `quarantine/` that no checkpoint names (the readers' zones hold only published data) |
 //! | `leftover` | a run's temp file, or a guard file of an earlier version, under `raw/` or `quarantine/` |
+//!
+//! Beside the findings, `verify` lists each input landed under another contract
+//! than the one in force (`other_contract`): a notice, not a drift (exit code
+//! unchanged); `run --inbox --rehash` re-lands them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,7 +32,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::checkpoint::{self, Current, Drift};
 use crate::config::AuditConfig;
-use crate::contract::{Line, LineFramer, Verdict};
+use crate::contract::{Contract, Line, LineFramer, Verdict};
 use crate::error::Result;
 use crate::history;
 use crate::layout::{Folders, Layout};
@@ -391,7 +395,12 @@ async fn published_findings(
 /// Count the lines of an object and check each is the canonical form of a valid
 /// event with an `event_id` not seen before. Reads the object once, as a stream;
 /// keeps a 128-bit digest per `event_id`.
-async fn deep_findings(lake: &dyn Store, layout: &Layout, cur: &Current) -> Result<Vec<Finding>> {
+async fn deep_findings(
+    lake: &dyn Store,
+    layout: &Layout,
+    cur: &Current,
+    contract: &'static Contract,
+) -> Result<Vec<Finding>> {
     let rec = &cur.record;
     let name = &layout.input_name;
     let mut findings = Vec::new();
@@ -408,11 +417,11 @@ async fn deep_findings(lake: &dyn Store, layout: &Layout, cur: &Current) -> Resu
         lines += 1;
         let n = line.number();
         let ok = match line {
-            Line::Content { bytes, .. } => match crate::contract::validate(bytes) {
+            Line::Content { bytes, .. } => match crate::contract::validate(contract, bytes) {
                 Verdict::Accept(ev) => {
                     canonical.clear();
                     ev.write_canonical(&mut canonical);
-                    let id = xxhash_rust::xxh3::xxh3_128(ev.event_id.as_bytes());
+                    let id = xxhash_rust::xxh3::xxh3_128(ev.id().as_bytes());
                     if !ids.insert(id) {
                         dup.0 += 1;
                         dup.1.get_or_insert(n);
@@ -542,18 +551,57 @@ struct Verified {
     /// The names its checkpoint gives to objects in the readers' zones (`raw/` and
     /// `quarantine/` keys).
     names: Vec<String>,
+    /// Landed under another contract than the one in force.
+    other_contract: Option<Finding>,
+}
+
+/// The notice for an input landed under another contract than `now`.
+fn other_contract(name: &str, rec: &checkpoint::Checkpoint, now: &Contract) -> Option<Finding> {
+    if crate::pipeline::landed_under(rec, now) {
+        return None;
+    }
+    let then = rec.contract.as_ref().map_or_else(
+        || "progress@1 (before contract files)".to_owned(),
+        |s| {
+            format!(
+                "{}@{} ({})",
+                s.name,
+                s.version,
+                s.sha256.get(..12).unwrap_or(&s.sha256)
+            )
+        },
+    );
+    let detail = format!(
+        "landed under contract {then}; in force: {}; run --inbox --rehash re-lands it",
+        now.label()
+    );
+    Some(Finding::new(name, "other_contract", detail))
 }
 
 /// Findings of one checkpointed input.
-async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> Result<Verified> {
+async fn verify_one(
+    lake: &dyn Store,
+    product: &str,
+    name: &str,
+    deep: bool,
+    contract: Option<&'static Contract>,
+) -> Result<Verified> {
     let layout = Layout::new(product, name);
+    let mut other = None;
     let (findings, names) = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
         Ok(Some(cur)) => {
             let mut names = vec![layout.raw.clone()];
             if cur.record.quarantine_path.is_some() {
                 names.push(layout.quarantine.clone());
             }
-            (check_published(lake, &layout, &cur, deep).await?, names)
+            other = contract.and_then(|c| other_contract(name, &cur.record, c));
+            // Lines landed under another contract are checked against their own
+            // rules by no one: --deep reads only those landed under this one.
+            let deep_with = contract.filter(|_| deep && other.is_none());
+            (
+                check_published(lake, &layout, &cur, deep_with).await?,
+                names,
+            )
         }
         Ok(None) => (Vec::new(), Vec::new()),
         Err(e @ crate::Error::Corrupt { .. }) => {
@@ -566,22 +614,26 @@ async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> 
         }
         Err(e) => return Err(e),
     };
-    Ok(Verified { findings, names })
+    Ok(Verified {
+        findings,
+        names,
+        other_contract: other,
+    })
 }
 
 async fn check_published(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,
-    deep: bool,
+    deep: Option<&'static Contract>,
 ) -> Result<Vec<Finding>> {
     let shallow = published_findings(lake, layout, cur).await?;
     // An object that is not the one the checkpoint describes: its lines say nothing more.
-    if !deep || !shallow.is_empty() {
+    let Some(contract) = deep.filter(|_| shallow.is_empty()) else {
         return Ok(shallow);
-    }
+    };
     let mut all = shallow;
-    all.extend(deep_findings(lake, layout, cur).await?);
+    all.extend(deep_findings(lake, layout, cur, contract).await?);
     Ok(all)
 }
 
@@ -625,6 +677,13 @@ async fn unnamed_findings(
 
 /// `landing verify`: one line per finding, then a totals line; exit 0 clean, 1 drift.
 pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
+    if deep && cfg.contract.is_none() {
+        return Err(crate::Error::Config(format!(
+            "verify --deep needs the contract of product {:?}: give --contract or --contracts-dir",
+            cfg.product
+        )));
+    }
+    let contract = cfg.contract;
     let lake = open_lake(cfg).await?;
     let names = checkpointed(&*lake, &cfg.product).await?;
     let checked = names.len();
@@ -635,12 +694,26 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         &cfg.product,
         names,
         n,
-        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep).await },
+        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep, contract).await },
     )
     .await?;
     let named: HashSet<String> = all.iter().flat_map(|v| v.names.iter().cloned()).collect();
+    let others: Vec<Finding> = all
+        .iter()
+        .filter_map(|v| v.other_contract.clone())
+        .collect();
     let mut every: Vec<Vec<Finding>> = all.into_iter().map(|v| v.findings).collect();
     every.push(unnamed_findings(&*lake, &cfg.product, &named).await?);
+    for f in &others {
+        if cfg.json {
+            println!(
+                "{}",
+                serde_json::to_string(f).expect("a finding serialises")
+            );
+        } else {
+            println!("{}: {}: {}", f.input_name, f.finding, f.detail);
+        }
+    }
     let mut total = 0usize;
     for findings in every {
         for f in findings {
@@ -661,18 +734,24 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         "deep": deep,
         "checked": checked,
         "findings": total,
+        "other_contract": others.len(),
     });
     if cfg.json {
         println!("{summary}");
     } else {
         println!(
-            "verified {} checkpointed inputs{}: {}",
+            "verified {} checkpointed inputs{}: {}{}",
             checked,
             if deep { " (deep)" } else { "" },
             if total == 0 {
                 "clean".to_owned()
             } else {
                 format!("{total} findings")
+            },
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} landed under another contract)", others.len())
             }
         );
     }

@@ -34,6 +34,33 @@ pub struct Checkpoint {
     /// and its checkpoint upgraded.
     #[serde(flatten)]
     pub input: InputIdentity,
+    /// The contract the input was landed under; absent in checkpoints written
+    /// before contracts were files (those were `progress` version 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<ContractStamp>,
+}
+
+/// Which contract a run applied: its name, version and the SHA-256 of its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractStamp {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+impl ContractStamp {
+    pub fn of(c: &crate::contract::Contract) -> Self {
+        ContractStamp {
+            name: c.name.clone(),
+            version: c.version.clone(),
+            sha256: c.sha256.clone(),
+        }
+    }
+
+    /// Was this stamp made by `c` (the same file bytes)?
+    pub fn is(&self, c: &crate::contract::Contract) -> bool {
+        self.sha256 == c.sha256
+    }
 }
 
 /// The input's listed size and identity, recorded beside its hash: the ETag on S3;
@@ -311,7 +338,26 @@ mod tests {
             run_id: "r".into(),
             job_version: "0".into(),
             input: InputIdentity::default(),
+            contract: Some(ContractStamp::of(crate::contract::progress())),
         }
+    }
+
+    #[test]
+    fn the_contract_stamp_round_trips_and_is_optional() {
+        let rec = record();
+        let text = serde_json::to_string(&rec).unwrap();
+        assert!(
+            text.contains("\"contract\":{\"name\":\"progress\",\"version\":\"1\",\"sha256\":"),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), rec);
+        let old = Checkpoint {
+            contract: None,
+            ..rec
+        };
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(!text.contains("contract"));
+        assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), old);
     }
 
     #[test]

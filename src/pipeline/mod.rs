@@ -418,6 +418,12 @@ async fn try_skip(
         info!(input_sha256 = %sha, previous_sha256 = %rec.input_sha256, "input changed since the last publish");
         return Ok(None);
     }
+    // An unchanged input stays skipped when only the contract changed, unless
+    // --rehash asks to re-land what an earlier contract landed.
+    if ctx.cfg.reland_other_contract && !landed_under(rec, ctx.cfg.contract) {
+        info!(contract = %ctx.cfg.contract.label(), "landed under another contract; re-landing (--rehash)");
+        return Ok(None);
+    }
     let key = &ctx.layout.checkpoint;
     checkpoint::upgrade_identity(&*ctx.lake, key, cur, ctx.cfg.input_meta.as_ref()).await;
     // The hash equals the checkpoint's (checked above), so the summary is the record's.
@@ -431,6 +437,15 @@ async fn try_skip(
     Ok(Some(summary))
 }
 
+/// Was the input of `rec` landed under `contract`? A checkpoint without a stamp
+/// predates contract files: it was the built-in `progress` contract's first version.
+pub fn landed_under(rec: &checkpoint::Checkpoint, contract: &crate::contract::Contract) -> bool {
+    match &rec.contract {
+        Some(stamp) => stamp.is(contract),
+        None => contract.sha256 == crate::contract::progress().sha256,
+    }
+}
+
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let reader = ctx.input.read(&ctx.input_key).await?;
     crate::history::bytes_in(reader.size);
@@ -441,6 +456,7 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
         &ctx.input_location,
         progress,
         0,
+        ctx.cfg.contract,
         Scan::Hash,
         d,
         false,
@@ -550,6 +566,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
         run_id: ctx.run_id.clone(),
         job_version: crate::JOB_VERSION.to_owned(),
         input: checkpoint::InputIdentity::of(ctx.cfg.input_meta.as_ref()),
+        contract: Some(checkpoint::ContractStamp::of(ctx.cfg.contract)),
     };
     let key = &ctx.layout.checkpoint;
     match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {
@@ -654,6 +671,7 @@ pub async fn check(cfg: &Config, hooks: Hooks) -> Result<Summary> {
         &input_location,
         progress,
         cfg.max_line_bytes,
+        cfg.contract,
         Scan::Check(v),
         d,
         false,
@@ -664,6 +682,7 @@ pub async fn check(cfg: &Config, hooks: Hooks) -> Result<Summary> {
     let reread = || input.read(&key);
     let resolution = resolve(
         &mut v,
+        cfg.contract,
         d,
         cfg.max_line_bytes,
         &input_location,

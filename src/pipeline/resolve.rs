@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
 use crate::config::Config;
-use crate::contract::{self, Line, LineFramer, Verdict};
+use crate::contract::{self, Contract, Line, LineFramer, Verdict};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
@@ -58,6 +58,7 @@ pub(super) struct Resolution {
 /// `reread` for a fresh read of the input), and set its final counts and refusal.
 pub(super) async fn resolve<F, Fut>(
     seq: &mut Sequencer,
+    contract: &'static Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &str,
@@ -100,7 +101,8 @@ where
     let mut refusal = seq.refusal().cloned();
     if !suspects.is_empty() {
         let reader = reread().await?;
-        let checked = check_ids(reader, input, digester, max_line_bytes, &suspects).await?;
+        let checked =
+            check_ids(reader, input, contract, digester, max_line_bytes, &suspects).await?;
         match checked {
             Some((s, prefix)) => {
                 refusal = Some(Refusal {
@@ -185,11 +187,12 @@ struct Prefix {
 async fn check_ids(
     mut reader: ObjectReader,
     input: &str,
+    contract: &'static Contract,
     digester: Digester,
     max_line_bytes: usize,
     suspects: &[Suspect],
 ) -> Result<Option<(Suspect, Prefix)>> {
-    let mut ids = IdCheck::new(digester, max_line_bytes, suspects);
+    let mut ids = IdCheck::new(contract, digester, max_line_bytes, suspects);
     loop {
         let mut buf = BytesMut::with_capacity(1 << 20);
         let n = reader
@@ -207,6 +210,7 @@ async fn check_ids(
 
 /// The second read's state: the ids seen under the suspects' digests.
 struct IdCheck<'a> {
+    contract: &'static Contract,
     framer: LineFramer,
     digester: Digester,
     suspects: &'a [Suspect],
@@ -219,8 +223,14 @@ struct IdCheck<'a> {
 }
 
 impl<'a> IdCheck<'a> {
-    fn new(digester: Digester, max_line_bytes: usize, suspects: &'a [Suspect]) -> Self {
+    fn new(
+        contract: &'static Contract,
+        digester: Digester,
+        max_line_bytes: usize,
+        suspects: &'a [Suspect],
+    ) -> Self {
         IdCheck {
+            contract,
             framer: LineFramer::new(max_line_bytes),
             digester,
             suspects,
@@ -290,11 +300,11 @@ impl<'a> IdCheck<'a> {
     /// field refuses the file at its line, which no suspect reaches.
     fn id_of(&mut self, line: &[u8]) -> Option<Vec<u8>> {
         self.canonical.clear();
-        if let Some(c) = contract::canonicalize(line, &mut self.canonical) {
-            return Some(self.canonical[c.event_id].to_vec());
+        if let Some(c) = contract::canonicalize(self.contract, line, &mut self.canonical) {
+            return Some(self.canonical[c.id].to_vec());
         }
-        match contract::validate(line) {
-            Verdict::Accept(event) => Some(event.event_id.as_bytes().to_vec()),
+        match contract::validate(self.contract, line) {
+            Verdict::Accept(event) => Some(event.id().as_bytes().to_vec()),
             Verdict::Quarantine(_) | Verdict::Prohibited(_) => None,
         }
     }
@@ -386,6 +396,7 @@ impl Filter {
 /// The Validator's resolution, over the whole input in memory (drills, tests).
 pub(super) fn resolve_in_memory(
     seq: &mut Sequencer,
+    contract: &'static Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &[u8],
@@ -400,7 +411,7 @@ pub(super) fn resolve_in_memory(
     if suspects.is_empty() {
         return;
     }
-    let mut ids = IdCheck::new(digester, max_line_bytes, &suspects);
+    let mut ids = IdCheck::new(contract, digester, max_line_bytes, &suspects);
     ids.feed(input);
     let refusal = ids.finish().map(|(s, _)| {
         (
@@ -464,10 +475,14 @@ mod tests {
         };
         for chunk in input.chunks(64) {
             let batch = Batch::frame(&mut framer, Bytes::copy_from_slice(chunk));
-            seq.apply(&check_batch(&batch, d));
+            seq.apply(&check_batch(&batch, contract::progress(), d));
             take(&mut seq);
         }
-        seq.apply(&check_batch(&Batch::finish(&mut framer), d));
+        seq.apply(&check_batch(
+            &Batch::finish(&mut framer),
+            contract::progress(),
+            d,
+        ));
         take(&mut seq);
         let bytes = input.to_vec();
         let reread = || async move {
@@ -476,9 +491,17 @@ mod tests {
                 body: Box::new(std::io::Cursor::new(bytes)),
             })
         };
-        let r = resolve(&mut seq, d, 200, "input", hooks, reread)
-            .await
-            .unwrap();
+        let r = resolve(
+            &mut seq,
+            contract::progress(),
+            d,
+            200,
+            "input",
+            hooks,
+            reread,
+        )
+        .await
+        .unwrap();
         if let Some(drops) = &r.drops {
             let mut f = Filter::default();
             let mut kept = f.push(&output, drops).to_vec();

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::validator::{check_batch, Batch, Checked, Sequencer};
-use crate::contract::LineFramer;
+use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
 use crate::identity::{hex, Digester};
 use crate::progress::Progress;
@@ -54,11 +54,15 @@ pub(super) enum Scan {
 /// parallel and sequenced in input order on another, which sends published bytes
 /// and quarantine records to the writer ([`Scan::Land`]) or drops them. After a
 /// refusal the input is still read to the end for its hash, but no longer validated.
+// The contract joined the framing limit and the digester as a setting of the scan;
+// a settings struct for one private caller pair would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn scan(
     mut reader: ObjectReader,
     input: &str,
     mut progress: Progress,
     max_line_bytes: usize,
+    contract: &'static Contract,
     what: Scan,
     digester: Digester,
     panic_worker: bool,
@@ -84,7 +88,9 @@ pub(super) async fn scan(
             let (checked, workers): (Vec<_>, Vec<_>) = rxs
                 .into_iter()
                 .enumerate()
-                .map(|(i, rx)| spawn_checker(rx, digester, panic_worker && i == WORKERS - 1))
+                .map(|(i, rx)| {
+                    spawn_checker(rx, contract, digester, panic_worker && i == WORKERS - 1)
+                })
                 .unzip();
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
@@ -188,6 +194,7 @@ fn prove_complete(
 /// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
 fn spawn_checker(
     mut rx: mpsc::Receiver<Batch>,
+    contract: &'static Contract,
     digester: Digester,
     panic_mid_file: bool,
 ) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
@@ -200,7 +207,10 @@ fn spawn_checker(
                 !(panic_mid_file && n == 2),
                 "drill: validation worker panics mid-file"
             );
-            if tx.blocking_send(check_batch(&batch, digester)).is_err() {
+            if tx
+                .blocking_send(check_batch(&batch, contract, digester))
+                .is_err()
+            {
                 return;
             }
         }

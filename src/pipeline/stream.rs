@@ -58,6 +58,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         input,
         progress,
         ctx.cfg.max_line_bytes,
+        ctx.cfg.contract,
         Scan::Land(v, out_tx),
         digester,
         ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
@@ -82,6 +83,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let reread = || ctx.input.read(&ctx.input_key);
     let resolved = resolve(
         &mut v,
+        ctx.cfg.contract,
         digester,
         ctx.cfg.max_line_bytes,
         input,

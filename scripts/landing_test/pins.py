@@ -29,6 +29,11 @@ LOCALSTACK_REQUIREMENTS = [
 LOCALSTACK_CAPS = {"cbor2": 6, "cryptography": 45, "pyOpenSSL": 25, "service-identity": None}
 LOCALSTACK_PYTHON_VERSION = (3, 13)
 
+# The contract tests (tests/it/contracts.rs) check that a producer validating lines
+# with `landing contract schema` and this validator gets landing's verdicts.
+JSONSCHEMA_VERSION = "4.26.0"
+JSONSCHEMA_REQUIREMENTS = ["jsonschema==" + JSONSCHEMA_VERSION]
+
 # scripts/test-infra. The Kubernetes version is the oldest the manifests need:
 # podFailurePolicy (GA 1.31), backoffLimitPerIndex and FailIndex (GA 1.33), CronJob
 # timeZone (1.27).

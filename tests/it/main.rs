@@ -6,6 +6,7 @@
 #[macro_use]
 mod support;
 
+mod contracts;
 mod crash;
 mod drill;
 mod e2e;

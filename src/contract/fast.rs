@@ -12,7 +12,7 @@
 use std::ops::Range;
 
 use super::object::is_json_whitespace;
-use super::scan::{bytes_equal, find_special, word_at, HI, LO};
+use super::scan::{bytes_equal, word_at, HI, LO};
 use super::spec::{Contract, Kind, MAX_FIELDS};
 use super::time::parse_event_time_bytes;
 
@@ -56,17 +56,34 @@ fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
 }
 
 /// The contract field whose quoted name starts at `b[i]`, and the index after the
-/// closing quote; `None` for any other key (prohibited, unknown, escaped).
+/// closing quote; `None` for any other key (prohibited, unknown, escaped). The
+/// fields sharing the key's first byte are tried, each with one or two word
+/// comparisons of `name"`: no search for the key's end.
 #[inline]
 fn field_key(c: &Contract, b: &[u8], i: usize) -> Option<(usize, usize)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
-    let end = find_special(b, i + 1);
-    if b.get(end) != Some(&b'"') {
-        return None;
+    let k = i + 1;
+    let first = usize::from(*b.get(k)?);
+    let (from, to) = (c.probe_start[first], c.probe_start[first + 1]);
+    for p in &c.probes[usize::from(from)..usize::from(to)] {
+        let n = usize::from(p.len);
+        let hit = match word_at(b, k) {
+            Some(w) if n >= 8 => w == p.head && word_at(b, k + n - 8) == Some(p.tail),
+            Some(w) => w & p.head_mask == p.head,
+            // Fewer than 8 bytes left: compare them one by one.
+            None => b.get(k..k + n).is_some_and(|key| {
+                key.iter()
+                    .enumerate()
+                    .all(|(j, &x)| u64::from(x) == (p.head >> (8 * j)) & 0xFF)
+            }),
+        };
+        if hit {
+            return Some((usize::from(p.field), k + n));
+        }
     }
-    Some((c.field_index(&b[i + 1..end])?, end + 1))
+    None
 }
 
 fn starts(b: &[u8], i: usize, literal: &[u8]) -> bool {
@@ -135,11 +152,22 @@ const NULL: u32 = u32::MAX;
 /// vouch for, appends its canonical form (no newline) to `out`. `None`: undecided,
 /// `out` untouched; call [`validate`](super::validate).
 pub fn canonicalize(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
+    // Most contracts are small: their per-line table is cheaper to clear.
+    if c.fields.len() <= 16 {
+        walk::<16>(c, line, out)
+    } else {
+        walk::<MAX_FIELDS>(c, line, out)
+    }
+}
+
+/// [`canonicalize`] with a table of `N >= c.fields.len()` value slots.
+#[inline(always)]
+fn walk<const N: usize>(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
     let b = line;
     if b.len() >= NULL as usize {
         return None;
     }
-    let mut slots = [Slot::default(); MAX_FIELDS];
+    let mut slots = [Slot::default(); N];
     let mut seen = 0u64;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {

@@ -175,6 +175,15 @@ impl PublishedVersion {
 }
 
 impl Checkpoint {
+    /// Was this input landed under `contract`? A checkpoint without a stamp predates
+    /// contract files: it was the built-in `progress` contract's first version.
+    pub fn landed_under(&self, contract: &crate::contract::Contract) -> bool {
+        match &self.contract {
+            Some(stamp) => stamp.is(contract),
+            None => contract.sha256 == crate::contract::progress().sha256,
+        }
+    }
+
     /// Does the published object still match what this checkpoint recorded: the size
     /// and every part of the version marker? A checkpoint written before the inode and
     /// ctime were recorded never matches a local file, so it is republished once.

@@ -420,7 +420,7 @@ async fn try_skip(
     }
     // An unchanged input stays skipped when only the contract changed, unless
     // --rehash asks to re-land what an earlier contract landed.
-    if ctx.cfg.reland_other_contract && !landed_under(rec, ctx.cfg.contract) {
+    if ctx.cfg.reland_other_contract && !rec.landed_under(ctx.cfg.contract) {
         info!(contract = %ctx.cfg.contract.label(), "landed under another contract; re-landing (--rehash)");
         return Ok(None);
     }
@@ -435,15 +435,6 @@ async fn try_skip(
     );
     log_outcome(&summary);
     Ok(Some(summary))
-}
-
-/// Was the input of `rec` landed under `contract`? A checkpoint without a stamp
-/// predates contract files: it was the built-in `progress` contract's first version.
-pub fn landed_under(rec: &checkpoint::Checkpoint, contract: &crate::contract::Contract) -> bool {
-    match &rec.contract {
-        Some(stamp) => stamp.is(contract),
-        None => contract.sha256 == crate::contract::progress().sha256,
-    }
 }
 
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {

@@ -11,15 +11,16 @@
 
 use std::ops::Range;
 
-use super::object::{is_json_whitespace, Field};
+use super::object::is_json_whitespace;
 use super::scan::{bytes_equal, word_at, HI, LO};
+use super::spec::{Contract, Kind, MAX_FIELDS};
 use super::time::parse_event_time_bytes;
 
 /// Where an accepted line's parts are, as found by [`canonicalize`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canonical {
-    /// The event id's bytes (unescaped: the fast path takes no escapes) in `out`.
-    pub event_id: Range<usize>,
+    /// The identity key's bytes (unescaped: the fast path takes no escapes) in `out`.
+    pub id: Range<usize>,
 }
 
 /// End (index of the closing quote) of a string whose content starts at `i`, and
@@ -55,24 +56,34 @@ fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
 }
 
 /// The contract field whose quoted name starts at `b[i]`, and the index after the
-/// closing quote; `None` for any other key. Comparing with the seven names (closing
-/// quote included) needs no scan for the end of the key.
-fn field_key(b: &[u8], i: usize) -> Option<(Field, usize)> {
+/// closing quote; `None` for any other key (prohibited, unknown, escaped). The
+/// fields sharing the key's first byte are tried, each with one or two word
+/// comparisons of `name"`: no search for the key's end.
+#[inline]
+fn field_key(c: &Contract, b: &[u8], i: usize) -> Option<(usize, usize)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
-    let k = &b[i + 1..];
-    let (field, name): (Field, &[u8]) = match (k.first()?, k.get(2), k.get(6), k.get(7)) {
-        (b'a', ..) => (Field::AttemptNumber, b"attempt_number\""),
-        (b'c', ..) => (Field::Checkpoint, b"checkpoint\""),
-        (b'e', _, Some(b'i'), _) => (Field::EventId, b"event_id\""),
-        (b'e', _, Some(b't'), Some(b'i')) => (Field::EventTime, b"event_time\""),
-        (b'e', _, Some(b't'), Some(b'y')) => (Field::EventType, b"event_type\""),
-        (b'l', Some(b'a'), ..) => (Field::LearnerId, b"learner_id\""),
-        (b'l', Some(b's'), ..) => (Field::LessonId, b"lesson_id\""),
-        _ => return None,
-    };
-    k.starts_with(name).then_some((field, i + 1 + name.len()))
+    let k = i + 1;
+    let first = usize::from(*b.get(k)?);
+    let (from, to) = (c.probe_start[first], c.probe_start[first + 1]);
+    for p in &c.probes[usize::from(from)..usize::from(to)] {
+        let n = usize::from(p.len);
+        let hit = match word_at(b, k) {
+            Some(w) if n >= 8 => w == p.head && word_at(b, k + n - 8) == Some(p.tail),
+            Some(w) => w & p.head_mask == p.head,
+            // Fewer than 8 bytes left: compare them one by one.
+            None => b.get(k..k + n).is_some_and(|key| {
+                key.iter()
+                    .enumerate()
+                    .all(|(j, &x)| u64::from(x) == (p.head >> (8 * j)) & 0xFF)
+            }),
+        };
+        if hit {
+            return Some((usize::from(p.field), k + n));
+        }
+    }
+    None
 }
 
 fn starts(b: &[u8], i: usize, literal: &[u8]) -> bool {
@@ -106,22 +117,58 @@ fn canonical_integer(b: &[u8], i: usize) -> Option<usize> {
     (ok && !matches!(b.get(end), Some(b'.' | b'e' | b'E'))).then_some(end)
 }
 
-/// The parts of one line, as ranges of the line.
-#[derive(Default)]
-struct Parts {
-    ids: [Option<Range<usize>>; 3], // event_id, learner_id, lesson_id
-    event_type: Option<&'static [u8]>,
-    attempt_number: Option<Range<usize>>,
-    event_time: Option<Range<usize>>,
-    checkpoint: Option<Range<usize>>, // None: absent; "null" included as a range
+/// The value of the canonical integer text `t` (`-?[1-9][0-9]*` or `0`), `None`
+/// outside i64.
+fn integer_value(t: &[u8]) -> Option<i64> {
+    let (neg, digits) = match t {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, t),
+    };
+    if digits.len() > 19 {
+        return None;
+    }
+    // Up to 19 digits fit a u64.
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    if neg {
+        0i64.checked_sub_unsigned(n)
+    } else {
+        i64::try_from(n).ok()
+    }
 }
 
-/// Checks `line` and, if it is an accepted event the fast path can vouch for,
-/// appends its canonical form (no newline) to `out`. `None`: undecided, `out`
-/// untouched; call [`validate`](super::validate).
-pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
+/// A value's token on the line (for strings: content only, for times: content).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    start: u32,
+    end: u32,
+}
+
+/// `start == NULL`: the field was written as `null` (a nullable field).
+const NULL: u32 = u32::MAX;
+
+/// Checks `line` against `c` and, if it is an accepted event the fast path can
+/// vouch for, appends its canonical form (no newline) to `out`. `None`: undecided,
+/// `out` untouched; call [`validate`](super::validate).
+pub fn canonicalize(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
+    // Most contracts are small: their per-line table is cheaper to clear.
+    if c.fields.len() <= 16 {
+        walk::<16>(c, line, out)
+    } else {
+        walk::<MAX_FIELDS>(c, line, out)
+    }
+}
+
+/// [`canonicalize`] with a table of `N >= c.fields.len()` value slots.
+#[inline(always)]
+fn walk<const N: usize>(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
     let b = line;
-    let mut p = Parts::default();
+    if b.len() >= NULL as usize {
+        return None;
+    }
+    let mut slots = [Slot::default(); N];
+    let mut seen = 0u64;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
@@ -130,92 +177,77 @@ pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
     loop {
         // A contract field's name, spelled plainly; anything else (prohibited,
         // unknown, escaped) is the slow path's to judge.
-        let (field, key_end) = field_key(b, i)?;
+        let (k, key_end) = field_key(c, b, i)?;
+        let bit = 1u64 << k;
+        if seen & bit != 0 {
+            return None;
+        }
+        seen |= bit;
         i = skip_ws(b, key_end);
         if b.get(i) != Some(&b':') {
             return None;
         }
         i = skip_ws(b, i + 1);
-        let value_end = match field {
-            Field::EventId | Field::LearnerId | Field::LessonId => {
-                let slot = match field {
-                    Field::EventId => 0,
-                    Field::LearnerId => 1,
-                    _ => 2,
-                };
-                if b.get(i) != Some(&b'"') || p.ids[slot].is_some() {
-                    return None;
-                }
-                let (end, ascii) = string_end(b, i + 1)?;
-                // Non-empty, and valid UTF-8 (the only bytes of the line that may
-                // be non-ASCII are inside strings).
-                if end == i + 1 || (!ascii && std::str::from_utf8(&b[i + 1..end]).is_err()) {
-                    return None;
-                }
-                p.ids[slot] = Some(i + 1..end);
-                end + 1
-            }
-            Field::EventType => {
-                if p.event_type.is_some() {
-                    return None;
-                }
-                let (kind, len): (&'static [u8], usize) = if starts(b, i, b"\"checkpoint\"") {
-                    (b"checkpoint", 12)
-                } else if starts(b, i, b"\"completed\"") {
-                    (b"completed", 11)
-                } else {
-                    return None;
-                };
-                p.event_type = Some(kind);
-                i + len
-            }
-            Field::AttemptNumber => {
-                if p.attempt_number.is_some() || !matches!(b.get(i), Some(b'1'..=b'9')) {
-                    return None;
-                }
-                let end = canonical_integer(b, i)?;
-                // At most i32::MAX (10 digits): compare as text of equal length.
-                if end - i > 10 || (end - i == 10 && &b[i..end] > b"2147483647".as_slice()) {
-                    return None;
-                }
-                p.attempt_number = Some(i..end);
-                end
-            }
-            Field::EventTime => {
-                if b.get(i) != Some(&b'"') || p.event_time.is_some() {
-                    return None;
-                }
-                let (end, ascii) = string_end(b, i + 1)?;
-                if !ascii {
-                    return None;
-                }
-                p.event_time = Some(i + 1..end);
-                end + 1
-            }
-            Field::Checkpoint => {
-                if p.checkpoint.is_some() {
-                    return None;
-                }
-                let end = if starts(b, i, b"null") {
-                    i + 4
-                } else {
-                    let end = canonical_integer(b, i)?;
-                    let digits = end - i - usize::from(b[i] == b'-');
-                    // Up to 18 digits always fit an i64; longer ones are checked.
-                    if digits > 18
-                        && std::str::from_utf8(&b[i..end])
-                            .ok()?
-                            .parse::<i64>()
-                            .is_err()
-                    {
+        let f = &c.fields[k];
+        // Ranges are below u32::MAX: the line is (checked above).
+        let (start, end, value_end) = if f.nullable && starts(b, i, b"null") {
+            (NULL, 0, i + 4)
+        } else {
+            match &f.kind {
+                Kind::String => {
+                    if b.get(i) != Some(&b'"') {
                         return None;
                     }
-                    end
-                };
-                p.checkpoint = Some(i..end);
-                end
+                    let (end, ascii) = string_end(b, i + 1)?;
+                    // Non-empty, and valid UTF-8 (the only bytes of the line that
+                    // may be non-ASCII are inside strings).
+                    if end == i + 1 || (!ascii && std::str::from_utf8(&b[i + 1..end]).is_err()) {
+                        return None;
+                    }
+                    (i as u32, end as u32 + 1, end + 1)
+                }
+                Kind::Enum(values) => {
+                    if b.get(i) != Some(&b'"') {
+                        return None;
+                    }
+                    let (end, _) = string_end(b, i + 1)?;
+                    let text = &b[i + 1..end];
+                    if !values.iter().any(|v| v.as_bytes() == text) {
+                        return None;
+                    }
+                    (i as u32, end as u32 + 1, end + 1)
+                }
+                Kind::Integer { min, max } => {
+                    let end = canonical_integer(b, i)?;
+                    let n = integer_value(&b[i..end])?;
+                    if n < *min || n > *max {
+                        return None;
+                    }
+                    (i as u32, end as u32, end)
+                }
+                Kind::Boolean => {
+                    let end = if starts(b, i, b"true") {
+                        i + 4
+                    } else if starts(b, i, b"false") {
+                        i + 5
+                    } else {
+                        return None;
+                    };
+                    (i as u32, end as u32, end)
+                }
+                Kind::Time => {
+                    if b.get(i) != Some(&b'"') {
+                        return None;
+                    }
+                    let (end, ascii) = string_end(b, i + 1)?;
+                    if !ascii {
+                        return None;
+                    }
+                    (i as u32 + 1, end as u32, end + 1)
+                }
             }
         };
+        slots[k] = Slot { start, end };
         i = skip_ws(b, value_end);
         match b.get(i) {
             Some(b',') => i = skip_ws(b, i + 1),
@@ -223,59 +255,59 @@ pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
             _ => return None,
         }
     }
-    if skip_ws(b, i + 1) != b.len() {
+    if skip_ws(b, i + 1) != b.len() || seen & c.required_mask != c.required_mask {
         return None;
     }
-    let [Some(event_id), Some(learner_id), Some(lesson_id)] = p.ids else {
-        return None;
-    };
-    let (Some(event_type), Some(attempt), Some(time)) =
-        (p.event_type, p.attempt_number, p.event_time)
-    else {
-        return None;
-    };
-    let time = parse_event_time_bytes(&b[time])?;
 
     // The canonical form, exactly as Event::write_canonical writes it: the strings
-    // hold nothing serde_json escapes, so they are copied as they are.
-    out.reserve(b.len() + 64);
-    out.extend_from_slice(b"{\"attempt_number\":");
-    out.extend_from_slice(&b[attempt]);
-    out.extend_from_slice(b",\"checkpoint\":");
-    match p.checkpoint {
-        Some(r) => out.extend_from_slice(&b[r]),
-        None => out.extend_from_slice(b"null"),
+    // hold nothing serde_json escapes, so they are copied as they are. A time is
+    // parsed here; if it is invalid, what was written is taken back.
+    let mark = out.len();
+    out.reserve(b.len() + 16 * c.fields.len());
+    out.push(b'{');
+    let mut id = 0..0;
+    for (k, f) in c.fields.iter().enumerate() {
+        out.extend_from_slice(&f.prefix);
+        let s = slots[k];
+        if seen & (1u64 << k) == 0 || s.start == NULL {
+            out.extend_from_slice(b"null");
+            continue;
+        }
+        let token = &b[s.start as usize..s.end as usize];
+        if let Kind::Time = f.kind {
+            let Some(time) = parse_event_time_bytes(token) else {
+                out.truncate(mark);
+                return None;
+            };
+            out.push(b'"');
+            out.extend_from_slice(time.as_bytes());
+            out.push(b'"');
+        } else {
+            if k == c.identity {
+                // The token is `"…"`: the id is between the quotes.
+                id = out.len() + 1..out.len() + token.len() - 1;
+            }
+            out.extend_from_slice(token);
+        }
     }
-    out.extend_from_slice(b",\"event_id\":\"");
-    let id_start = out.len();
-    out.extend_from_slice(&b[event_id]);
-    let id = id_start..out.len();
-    out.extend_from_slice(b"\",\"event_time\":\"");
-    out.extend_from_slice(time.as_bytes());
-    out.extend_from_slice(b"\",\"event_type\":\"");
-    out.extend_from_slice(event_type);
-    out.extend_from_slice(b"\",\"learner_id\":\"");
-    out.extend_from_slice(&b[learner_id]);
-    out.extend_from_slice(b"\",\"lesson_id\":\"");
-    out.extend_from_slice(&b[lesson_id]);
-    out.extend_from_slice(b"\"}");
-    Some(Canonical { event_id: id })
+    out.push(b'}');
+    Some(Canonical { id })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::contract::tests::{with, Rng, GOOD};
-    use crate::contract::{validate, Verdict};
+    use crate::contract::{progress, validate, Verdict};
 
     /// The fast path either declines (and leaves `out` alone) or gives exactly the
     /// slow path's canonical bytes for a line the slow path accepts. Returns
     /// whether it took the line.
     fn assert_agrees(line: &[u8]) -> bool {
         let mut fast = b"prefix".to_vec();
-        let taken = canonicalize(line, &mut fast);
+        let taken = canonicalize(progress(), line, &mut fast);
         let shown = String::from_utf8_lossy(line);
-        match (taken, validate(line)) {
+        match (taken, validate(progress(), line)) {
             (None, _) => {
                 assert_eq!(fast, b"prefix", "declined but wrote, for {shown}");
                 false
@@ -288,7 +320,7 @@ mod tests {
                     String::from_utf8_lossy(&slow),
                     "canonical form of {shown}"
                 );
-                assert_eq!(&fast[c.event_id], event.event_id.as_bytes(), "{shown}");
+                assert_eq!(&fast[c.id], event.id().as_bytes(), "{shown}");
                 true
             }
             (Some(_), other) => panic!("fast path accepted {shown}, slow path says {other:?}"),
@@ -350,15 +382,22 @@ mod tests {
         use crate::contract::CONTRACT_FIELDS;
         for (n, name) in CONTRACT_FIELDS.iter().enumerate() {
             let line = format!("\"{name}\":1");
-            let (field, end) = field_key(line.as_bytes(), 0).expect("a contract field");
-            assert_eq!((field as usize, end), (n, name.len() + 2), "{name}");
+            let (field, end) = field_key(progress(), line.as_bytes(), 0).expect("a contract field");
+            assert_eq!((field, end), (n, name.len() + 2), "{name}");
             // A longer or shorter name, or the name unquoted, is not it.
-            assert_eq!(field_key(format!("\"{name}x\"").as_bytes(), 0), None);
             assert_eq!(
-                field_key(format!("\"{}\"", &name[..name.len() - 1]).as_bytes(), 0),
+                field_key(progress(), format!("\"{name}x\"").as_bytes(), 0),
                 None
             );
-            assert_eq!(field_key(name.as_bytes(), 0), None);
+            assert_eq!(
+                field_key(
+                    progress(),
+                    format!("\"{}\"", &name[..name.len() - 1]).as_bytes(),
+                    0
+                ),
+                None
+            );
+            assert_eq!(field_key(progress(), name.as_bytes(), 0), None);
         }
         for other in [
             "\"email\"",
@@ -368,7 +407,7 @@ mod tests {
             "\"\"",
             "\"e",
         ] {
-            assert_eq!(field_key(other.as_bytes(), 0), None, "{other}");
+            assert_eq!(field_key(progress(), other.as_bytes(), 0), None, "{other}");
         }
     }
 
@@ -411,7 +450,7 @@ mod tests {
                 if assert_agrees(text.as_bytes()) {
                     taken += 1;
                 }
-                if matches!(validate(text.as_bytes()), Verdict::Accept(_)) {
+                if matches!(validate(progress(), text.as_bytes()), Verdict::Accept(_)) {
                     accepted += 1;
                 }
             }
@@ -422,6 +461,66 @@ mod tests {
         assert!(
             taken * 10 >= accepted * 9,
             "took {taken} of {accepted} accepted"
+        );
+    }
+
+    /// The same property for a contract with every type (boolean, a nullable
+    /// string, bounded integers): the single pass is generic, not `progress`'s.
+    #[test]
+    fn agrees_with_the_slow_path_for_another_contract() {
+        let c = crate::contract::Contract::load(include_bytes!("../../contracts/enrollment.json"))
+            .expect("enrollment contract");
+        let agree = |line: &[u8]| {
+            let mut fast = b"p".to_vec();
+            let taken = canonicalize(c, line, &mut fast);
+            let shown = String::from_utf8_lossy(line);
+            match (taken, validate(c, line)) {
+                (None, _) => {
+                    assert_eq!(fast, b"p", "declined but wrote, for {shown}");
+                    false
+                }
+                (Some(k), Verdict::Accept(event)) => {
+                    let mut slow = b"p".to_vec();
+                    event.write_canonical(&mut slow);
+                    assert_eq!(
+                        String::from_utf8_lossy(&fast),
+                        String::from_utf8_lossy(&slow)
+                    );
+                    assert_eq!(&fast[k.id], event.id().as_bytes(), "{shown}");
+                    true
+                }
+                (Some(_), other) => panic!("fast path accepted {shown}, slow path says {other:?}"),
+            }
+        };
+        let seeds = [
+            r#"{"enrollment_id":"enr-1","learner_id":"l-1","course_id":"c-1","action":"enrolled","seats":1,"paid":true,"enrolled_at":"2026-03-02T10:00:00.5+01:00","cohort":"spring"}"#,
+            r#"{"cohort":null,"paid":false,"seats":1000,"action":"withdrawn","enrolled_at":"2026-03-02 10:00:00Z","course_id":"c","learner_id":"é","enrollment_id":"x"}"#,
+            r#"{"enrollment_id":"e","learner_id":"l","course_id":"c","action":"enrolled","seats":7,"paid":true,"enrolled_at":"2026-03-02T10:00:00Z"}"#,
+        ];
+        let alphabet: Vec<char> = "{}[]\",:\\ \t0123456789-+.eEtrufalsnZT_xé\u{1}"
+            .chars()
+            .collect();
+        let mut rng = Rng(42);
+        let (mut taken, mut accepted) = (0, 0);
+        for seed in seeds {
+            assert!(agree(seed.as_bytes()), "seed not taken: {seed}");
+            for _ in 0..5000 {
+                let text = rng.mutate(seed, &alphabet);
+                taken += usize::from(agree(text.as_bytes()));
+                accepted += usize::from(matches!(validate(c, text.as_bytes()), Verdict::Accept(_)));
+            }
+        }
+        assert!(taken > 200, "fast path took only {taken}");
+        assert!(
+            taken * 10 >= accepted * 9,
+            "took {taken} of {accepted} accepted"
+        );
+        // The canonical form: sorted keys, null for the absent optional field.
+        let mut out = Vec::new();
+        canonicalize(c, seeds[2].as_bytes(), &mut out).expect("taken");
+        assert_eq!(
+            String::from_utf8(out).expect("UTF-8"),
+            r#"{"action":"enrolled","cohort":null,"course_id":"c","enrolled_at":"2026-03-02T10:00:00Z","enrollment_id":"e","learner_id":"l","paid":true,"seats":7}"#
         );
     }
 }

@@ -215,7 +215,8 @@ def k8s_policy(docs) -> str:
         require(psc.get("runAsNonRoot") is True and isinstance(psc.get("runAsUser"), int) and psc["runAsUser"] > 0,
                 f"{label}: pod must run as a numeric non-root user")
         require(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{label}: seccompProfile RuntimeDefault")
-        require(not pod.get("volumes"), f"{label}: the job needs no volume (read-only root, nothing written)")
+        require(all(("emptyDir" in v) or ("configMap" in v) for v in pod.get("volumes", [])),
+                f"{label}: only the spill scratch (emptyDir) and the contracts (configMap) are volumes")
         tgps = pod.get("terminationGracePeriodSeconds")
         require(isinstance(tgps, int) and 30 <= tgps <= 300,
                 f"{label}: terminationGracePeriodSeconds {tgps} must leave time to abort staging/release the lease (30-300 s)")
@@ -280,6 +281,19 @@ def k8s_policy(docs) -> str:
     return "; ".join(notes)
 
 
+def check_contracts_configmap(ctx) -> str:
+    """The contracts ConfigMap holds exactly contracts/*.json, byte for byte."""
+    cms = {c["metadata"]["name"]: c["data"] for c in by_kind(manifests(), "ConfigMap")}
+    data = cms.get("landing-contracts")
+    require(data is not None, "k8s/: no ConfigMap landing-contracts")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "contracts")
+    files = {f: open(os.path.join(root, f)).read() for f in sorted(os.listdir(root)) if f.endswith(".json")}
+    require(sorted(data) == sorted(files), f"landing-contracts holds {sorted(data)}, contracts/ has {sorted(files)}")
+    for f, text in files.items():
+        require(data[f] == text, f"landing-contracts: {f} differs from contracts/{f}")
+    return f"{len(files)} contracts equal contracts/"
+
+
 def check_k8s_args(ctx) -> str:
     """Each container's args and env, through the real binary."""
     docs = manifests()
@@ -301,6 +315,16 @@ def check_k8s_args(ctx) -> str:
         unknown = sorted(k for k in env if k.startswith("LANDING_") and k not in known)
         if unknown:
             problems.append(f"{label}: `landing {args[0]} --help` documents no {', '.join(unknown)}")
+        # ConfigMap volumes become folders of their files, and a variable naming the
+        # mount path names that folder, so the dry run reads what the pod would.
+        mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+        for v in pod.get("volumes", []):
+            if "configMap" in v and v["name"] in mounts:
+                folder = tempfile.mkdtemp(prefix="landing-cm-")
+                for fname, text in cms[v["configMap"]["name"]].items():
+                    with open(os.path.join(folder, fname), "w") as f:
+                        f.write(text)
+                env = {k: (folder if val == mounts[v["name"]] else val) for k, val in env.items()}
         indexes = range(js["completions"]) if js.get("completionMode") == "Indexed" else [None]
         for i in indexes:
             penv = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(), **env}

@@ -143,6 +143,10 @@ def check_k8s_policy(ctx) -> str:
         "writable root filesystem": lambda d: jt(d)["template"]["spec"]["containers"][0]["securityContext"]
         .update(readOnlyRootFilesystem=False),
         "deadline shorter than the peak day": lambda d: jt(d).update(activeDeadlineSeconds=600),
+        "a scratch volume with no size limit": lambda d: jt(d)["template"]["spec"]["volumes"][0]["emptyDir"]
+        .pop("sizeLimit"),
+        "a hostPath volume": lambda d: jt(d)["template"]["spec"]["volumes"].append(
+            {"name": "host", "hostPath": {"path": "/var"}}),
     }
     for what, mutate in mutants.items():
         bad = copy.deepcopy(docs)
@@ -153,6 +157,23 @@ def check_k8s_policy(ctx) -> str:
             continue
         raise CheckFailed(f"negative control: a CronJob with {what} passed the policy check")
     return f"{summary}; {len(mutants)} broken variants rejected"
+
+
+def scratch_volume(label, pod, c, env, bench) -> None:
+    """The one writable volume is the spill scratch: an emptyDir with a size limit that holds
+    40 bytes per event of a day twice the planning peak, mounted where
+    LANDING_SCRATCH_DIR points (docs/design.md "Memory and spill")."""
+    all_vols = pod.get("volumes") or []
+    require(all(set(v) in ({"name", "emptyDir"}, {"name", "configMap"}) for v in all_vols),
+            f"{label}: volumes are the spill scratch (emptyDir) and the contracts (configMap) only")
+    vols = [v for v in all_vols if "emptyDir" in v]
+    require(len(vols) == 1, f"{label}: one emptyDir, the spill scratch (read-only root otherwise)")
+    limit = vols[0]["emptyDir"].get("sizeLimit")
+    require(limit and parse_quantity(limit) >= 40 * 2 * bench["peak_events"],
+            f"{label}: scratch sizeLimit {limit} below 40 B x twice the peak day's events")
+    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    require(mounts.get(vols[0]["name"]) == env.get("LANDING_SCRATCH_DIR") is not None,
+            f"{label}: the scratch volume must be mounted at LANDING_SCRATCH_DIR ({env.get('LANDING_SCRATCH_DIR')})")
 
 
 def k8s_policy(docs) -> str:
@@ -215,8 +236,6 @@ def k8s_policy(docs) -> str:
         require(psc.get("runAsNonRoot") is True and isinstance(psc.get("runAsUser"), int) and psc["runAsUser"] > 0,
                 f"{label}: pod must run as a numeric non-root user")
         require(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{label}: seccompProfile RuntimeDefault")
-        require(all(("emptyDir" in v) or ("configMap" in v) for v in pod.get("volumes", [])),
-                f"{label}: only the spill scratch (emptyDir) and the contracts (configMap) are volumes")
         tgps = pod.get("terminationGracePeriodSeconds")
         require(isinstance(tgps, int) and 30 <= tgps <= 300,
                 f"{label}: terminationGracePeriodSeconds {tgps} must leave time to abort staging/release the lease (30-300 s)")
@@ -250,6 +269,7 @@ def k8s_policy(docs) -> str:
                **{e["name"]: e.get("value") for e in c.get("env", [])}}
         require(env.get("LANDING_JOBS") == "1",
                 f"{label}: the memory sizing assumes one input in flight (LANDING_JOBS=1)")
+        scratch_volume(label, pod, c, env, bench)
 
         # Deadline vs BENCHMARKS.md: attempts x peak day on S3 + backoff + one lease
         # wait. The wait must cover one lease TTL, so that the retry after a killed

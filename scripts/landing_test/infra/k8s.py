@@ -143,8 +143,8 @@ def check_k8s_policy(ctx) -> str:
         "writable root filesystem": lambda d: jt(d)["template"]["spec"]["containers"][0]["securityContext"]
         .update(readOnlyRootFilesystem=False),
         "deadline shorter than the peak day": lambda d: jt(d).update(activeDeadlineSeconds=600),
-        "a scratch volume with no size limit": lambda d: jt(d)["template"]["spec"]["volumes"][0]["emptyDir"]
-        .pop("sizeLimit"),
+        "a scratch volume with no size limit": lambda d: next(
+            v for v in jt(d)["template"]["spec"]["volumes"] if "emptyDir" in v)["emptyDir"].pop("sizeLimit"),
         "a hostPath volume": lambda d: jt(d)["template"]["spec"]["volumes"].append(
             {"name": "host", "hostPath": {"path": "/var"}}),
     }

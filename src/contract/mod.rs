@@ -44,7 +44,7 @@ pub mod schema;
 mod spec;
 mod time;
 
-pub use self::fast::canonicalize;
+pub use self::fast::{canonicalize, canonicalize_with, Carry};
 pub use self::frame::{Line, LineFramer};
 pub use self::quarantine::write_quarantine_record;
 pub use self::spec::{builtin, progress, Contract};

@@ -13,6 +13,8 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::fast::Table;
+
 /// The `progress` contract, compiled into the binary: the default product.
 pub const PROGRESS_SOURCE: &str = include_str!("../../contracts/progress.json");
 
@@ -122,11 +124,8 @@ pub struct Contract {
     pub check: Vec<usize>,
     /// Index (into `fields`) of the identity key.
     pub identity: usize,
-    pub(super) required_mask: u64,
-    /// The single pass's key matchers, grouped by the name's first byte:
-    /// `probes[probe_start[b]..probe_start[b + 1]]` are the fields starting with `b`.
-    pub(super) probes: Vec<KeyProbe>,
-    pub(super) probe_start: Box<[u16]>,
+    /// The contract compiled for the single pass.
+    pub(super) fast: Table,
     /// Multiplier of the key hash, chosen so that no two field names share a slot.
     hash_mul: u64,
     /// Slot → field index + 1 (0: no field).
@@ -296,15 +295,10 @@ impl Contract {
                 file.identity
             ));
         }
-        let required_mask = fields
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.required)
-            .fold(0u64, |m, (k, _)| m | 1 << k);
         if fields.iter().any(|f| f.name.len() >= 250) {
             return Err("field names are at most 249 bytes".into());
         }
-        let (probes, probe_start) = probes(&fields);
+        let fast = Table::new(&fields, identity);
         let (hash_mul, slots) = hash_table(&fields)
             .ok_or("no collision-free key table for these field names (rename one)")?;
         Ok(Contract {
@@ -318,9 +312,7 @@ impl Contract {
             fields,
             check,
             identity,
-            required_mask,
-            probes,
-            probe_start,
+            fast,
             hash_mul,
             slots,
         })
@@ -370,56 +362,6 @@ impl Contract {
     pub fn label(&self) -> String {
         format!("{}@{} ({})", self.name, self.version, &self.sha256[..12])
     }
-}
-
-/// A field's quoted name (`name"`) as whole words, so the single pass recognises a
-/// key with one or two word comparisons and no search for its end.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct KeyProbe {
-    pub(super) field: u8,
-    /// Length of `name"`.
-    pub(super) len: u8,
-    /// Its first 8 bytes (little-endian; fewer, zero-padded, for short names)...
-    pub(super) head: u64,
-    pub(super) head_mask: u64,
-    /// ... and its last 8 bytes (names of 8 bytes or more with the quote).
-    pub(super) tail: u64,
-}
-
-fn probes(fields: &[FieldSpec]) -> (Vec<KeyProbe>, Box<[u16]>) {
-    let word = |s: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..s.len()].copy_from_slice(s);
-        u64::from_le_bytes(w)
-    };
-    let mut all: Vec<KeyProbe> = fields
-        .iter()
-        .enumerate()
-        .map(|(k, f)| {
-            let q = format!("{}\"", f.name).into_bytes();
-            let n = q.len();
-            // k < 64 and names are short enough for a line: both fit their types.
-            KeyProbe {
-                field: k as u8,
-                len: n.min(255) as u8,
-                head: word(&q[..n.min(8)]),
-                head_mask: if n >= 8 {
-                    u64::MAX
-                } else {
-                    (1u64 << (8 * n)) - 1
-                },
-                tail: word(&q[n.saturating_sub(8)..]),
-            }
-        })
-        .collect();
-    all.sort_by_key(|p| (p.head & 0xFF, p.field));
-    let mut start = vec![0u16; 257];
-    for b in 0..256u64 {
-        // At most 64 probes.
-        start[b as usize + 1] =
-            start[b as usize] + all.iter().filter(|p| p.head & 0xFF == b).count() as u16;
-    }
-    (all, start.into_boxed_slice())
 }
 
 /// A multiplier under which every field name has its own slot.
@@ -484,7 +426,7 @@ mod tests {
     #[test]
     fn a_minimal_contract_loads() {
         let c = Contract::compile(MIN.as_bytes()).expect("valid");
-        assert_eq!(c.required_mask, 1);
+        assert!(c.fields[0].required, "required by default");
         assert_eq!(c.reason_codes().last(), Some(&"invalid_id"));
     }
 

@@ -135,6 +135,8 @@ pub fn check_batch(batch: &Batch, contract: &'static Contract, digester: Digeste
         items: Vec::with_capacity(batch.lines.len()),
         through_line: batch.through_line,
     };
+    // The batch's lines mostly share one key order: each line's predicts the next.
+    let mut carry = contract::Carry::default();
     for &(number, src) in &batch.lines {
         let item = match src {
             Src::TooLong => Item::Reject(Reason::LineTooLong),
@@ -143,7 +145,7 @@ pub fn check_batch(batch: &Batch, contract: &'static Contract, digester: Digeste
                 let start = out.canonical.len();
                 // The single pass takes nearly every line; what it declines, the
                 // full rules decide.
-                match contract::canonicalize(contract, line, &mut out.canonical) {
+                match contract::canonicalize_with(contract, &mut carry, line, &mut out.canonical) {
                     Some(c) => {
                         let canonical = &out.canonical[start..];
                         let digests = digester.digest(&out.canonical[c.id], canonical);

@@ -19,22 +19,28 @@
 //! | `quarantine_count` | (`--deep`) the quarantine holds another number of records |
 //! | `unnamed` | a file under `raw/` or `quarantine/` that no checkpoint names (the readers' zones hold only published data) |
 //! | `leftover` | a run's temp file, or a guard file of an earlier version, under `raw/` or `quarantine/` |
+//!
+//! Beside the findings, `verify` lists each input landed under another contract
+//! than the one in force (`other_contract`): a notice, not a drift (exit code
+//! unchanged); `run --inbox --rehash` re-lands them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use tokio::io::AsyncReadExt;
 
 use crate::checkpoint::{self, Current, Drift};
 use crate::config::AuditConfig;
-use crate::contract::{Line, LineFramer, Verdict};
+use crate::contract::Contract;
 use crate::error::Result;
 use crate::history;
+
+mod deep;
 use crate::layout::{Folders, Layout};
 use crate::lease::LeaseRecord;
 use crate::store::Store;
+use deep::deep_findings;
 
 /// Inputs examined at once by `status` and `verify` (small requests each).
 const AUDIT_CONCURRENCY: usize = 8;
@@ -390,172 +396,49 @@ async fn published_findings(
     Ok(vec![Finding::new(&layout.input_name, finding, detail)])
 }
 
-/// Count the lines of an object and check each is the canonical form of a valid
-/// event with an `event_id` not seen before. Reads the object once, as a stream;
-/// keeps a 128-bit digest per `event_id`.
-async fn deep_findings(lake: &dyn Store, layout: &Layout, cur: &Current) -> Result<Vec<Finding>> {
-    let rec = &cur.record;
-    let name = &layout.input_name;
-    let mut findings = Vec::new();
-    let reader = lake.read(&layout.raw).await?;
-    let raw_location = lake.location(&layout.raw);
-    let mut framer = LineFramer::new(64 << 20);
-    let mut ids: HashSet<u128> = HashSet::new();
-    let mut lines = 0u64;
-    let mut bad: (u64, Option<u64>) = (0, None);
-    let mut dup: (u64, Option<u64>) = (0, None);
-    let mut canonical = Vec::with_capacity(512);
-    let mut last_byte = b'\n';
-    let mut content_bytes = 0u64;
-    let mut check = |line: Line<'_>| -> std::result::Result<(), ()> {
-        lines += 1;
-        let n = line.number();
-        let ok = match line {
-            Line::Content { bytes, .. } => match crate::contract::validate(bytes) {
-                Verdict::Accept(ev) => {
-                    canonical.clear();
-                    ev.write_canonical(&mut canonical);
-                    let id = xxhash_rust::xxh3::xxh3_128(ev.event_id.as_bytes());
-                    if !ids.insert(id) {
-                        dup.0 += 1;
-                        dup.1.get_or_insert(n);
-                    }
-                    canonical == bytes
-                }
-                _ => false,
-            },
-            Line::TooLong { .. } => false,
-        };
-        if !ok {
-            bad.0 += 1;
-            bad.1.get_or_insert(n);
-        }
-        Ok(())
-    };
-    // A compressed object (--output-compression) is checked by its content.
-    let broken = crate::compression::read_content(reader, &raw_location, |piece| {
-        if let Some(&b) = piece.last() {
-            last_byte = b;
-        }
-        content_bytes += piece.len() as u64;
-        let _ = framer.push(piece, &mut check);
-    })
-    .await?;
-    if broken.is_some() {
-        findings.push(Finding::new(
-            name,
-            "corrupt_compression",
-            format!("{raw_location} does not decode to its end (truncated or corrupt)"),
-        ));
-        findings.extend(quarantine_findings(lake, layout, cur).await?);
-        return Ok(findings);
-    }
-    let _ = framer.finish(&mut check);
-    if framer.lines_seen() != lines {
-        // Blank lines are never published.
-        bad.0 += framer.lines_seen() - lines;
-    }
-    if last_byte != b'\n' && (lines > 0 || content_bytes > 0) {
-        bad.0 += 1;
-        bad.1.get_or_insert(framer.lines_seen());
-    }
-    if lines != rec.accepted_rows {
-        findings.push(Finding::new(
-            name,
-            "line_count",
-            format!(
-                "{} has {lines} lines, the checkpoint recorded {} accepted rows",
-                lake.location(&layout.raw),
-                rec.accepted_rows
-            ),
-        ));
-    }
-    if bad.0 > 0 {
-        findings.push(Finding::new(
-            name,
-            "not_canonical",
-            format!(
-                "{} lines are not the canonical form of a valid event (first at line {}) or the object is not newline-terminated",
-                bad.0,
-                bad.1.unwrap_or(0)
-            ),
-        ));
-    }
-    if dup.0 > 0 {
-        findings.push(Finding::new(
-            name,
-            "duplicate_event_id",
-            format!(
-                "{} lines repeat an earlier event_id (first at line {})",
-                dup.0,
-                dup.1.unwrap_or(0)
-            ),
-        ));
-    }
-    findings.extend(quarantine_findings(lake, layout, cur).await?);
-    Ok(findings)
-}
-
-async fn quarantine_findings(
-    lake: &dyn Store,
-    layout: &Layout,
-    cur: &Current,
-) -> Result<Vec<Finding>> {
-    let rec = &cur.record;
-    let name = &layout.input_name;
-    let qloc = lake.location(&layout.quarantine);
-    let records = match lake.read(&layout.quarantine).await {
-        Ok(mut r) => {
-            let mut count = 0u64;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let k = r
-                    .body
-                    .read(&mut buf)
-                    .await
-                    .map_err(|e| crate::Error::store("read", &qloc, e))?;
-                if k == 0 {
-                    break;
-                }
-                count += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
-            }
-            Some(count)
-        }
-        Err(crate::Error::NotFound { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    Ok(match records {
-        None if rec.rejected_rows > 0 => vec![Finding::new(
-            name,
-            "quarantine_missing",
-            format!(
-                "{qloc} does not exist, the checkpoint recorded {} rejected rows",
-                rec.rejected_rows
-            ),
-        )],
-        Some(n) if n != rec.rejected_rows => vec![Finding::new(
-            name,
-            "quarantine_count",
-            format!(
-                "{qloc} holds {n} records, the checkpoint recorded {} rejected rows",
-                rec.rejected_rows
-            ),
-        )],
-        _ => Vec::new(),
-    })
-}
-
 /// What `verify` found of one checkpointed input.
 struct Verified {
     findings: Vec<Finding>,
     /// The names its checkpoint gives to objects in the readers' zones (`raw/` and
     /// `quarantine/` keys).
     names: Vec<String>,
+    /// Landed under another contract than the one in force.
+    other_contract: Option<Finding>,
+}
+
+/// The notice for an input landed under another contract than `now`.
+fn other_contract(name: &str, rec: &checkpoint::Checkpoint, now: &Contract) -> Option<Finding> {
+    if rec.landed_under(now) {
+        return None;
+    }
+    let then = rec.contract.as_ref().map_or_else(
+        || "progress@1 (before contract files)".to_owned(),
+        |s| {
+            format!(
+                "{}@{} ({})",
+                s.name,
+                s.version,
+                s.sha256.get(..12).unwrap_or(&s.sha256)
+            )
+        },
+    );
+    let detail = format!(
+        "landed under contract {then}; in force: {}; run --inbox --rehash re-lands it",
+        now.label()
+    );
+    Some(Finding::new(name, "other_contract", detail))
 }
 
 /// Findings of one checkpointed input.
-async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> Result<Verified> {
+async fn verify_one(
+    lake: &dyn Store,
+    product: &str,
+    name: &str,
+    deep: bool,
+    contract: Option<&'static Contract>,
+) -> Result<Verified> {
     let layout = Layout::new(product, name);
+    let mut other = None;
     let (findings, names) = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
         Ok(Some(cur)) => {
             let layout = layout.published_as(cur.record.output_compression);
@@ -563,7 +446,14 @@ async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> 
             if cur.record.quarantine_path.is_some() {
                 names.push(layout.quarantine.clone());
             }
-            (check_published(lake, &layout, &cur, deep).await?, names)
+            other = contract.and_then(|c| other_contract(name, &cur.record, c));
+            // Lines landed under another contract are checked against their own
+            // rules by no one: --deep reads only those landed under this one.
+            let deep_with = contract.filter(|_| deep && other.is_none());
+            (
+                check_published(lake, &layout, &cur, deep_with).await?,
+                names,
+            )
         }
         Ok(None) => (Vec::new(), Vec::new()),
         Err(e @ crate::Error::Corrupt { .. }) => {
@@ -579,22 +469,26 @@ async fn verify_one(lake: &dyn Store, product: &str, name: &str, deep: bool) -> 
         }
         Err(e) => return Err(e),
     };
-    Ok(Verified { findings, names })
+    Ok(Verified {
+        findings,
+        names,
+        other_contract: other,
+    })
 }
 
 async fn check_published(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,
-    deep: bool,
+    deep: Option<&'static Contract>,
 ) -> Result<Vec<Finding>> {
     let shallow = published_findings(lake, layout, cur).await?;
     // An object that is not the one the checkpoint describes: its lines say nothing more.
-    if !deep || !shallow.is_empty() {
+    let Some(contract) = deep.filter(|_| shallow.is_empty()) else {
         return Ok(shallow);
-    }
+    };
     let mut all = shallow;
-    all.extend(deep_findings(lake, layout, cur).await?);
+    all.extend(deep_findings(lake, layout, cur, contract).await?);
     Ok(all)
 }
 
@@ -638,6 +532,13 @@ async fn unnamed_findings(
 
 /// `landing verify`: one line per finding, then a totals line; exit 0 clean, 1 drift.
 pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
+    if deep && cfg.contract.is_none() {
+        return Err(crate::Error::Config(format!(
+            "verify --deep needs the contract of product {:?}: give --contract or --contracts-dir",
+            cfg.product
+        )));
+    }
+    let contract = cfg.contract;
     let lake = open_lake(cfg).await?;
     let names = checkpointed(&*lake, &cfg.product).await?;
     let checked = names.len();
@@ -648,12 +549,26 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         &cfg.product,
         names,
         n,
-        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep).await },
+        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep, contract).await },
     )
     .await?;
     let named: HashSet<String> = all.iter().flat_map(|v| v.names.iter().cloned()).collect();
+    let others: Vec<Finding> = all
+        .iter()
+        .filter_map(|v| v.other_contract.clone())
+        .collect();
     let mut every: Vec<Vec<Finding>> = all.into_iter().map(|v| v.findings).collect();
     every.push(unnamed_findings(&*lake, &cfg.product, &named).await?);
+    for f in &others {
+        if cfg.json {
+            println!(
+                "{}",
+                serde_json::to_string(f).expect("a finding serialises")
+            );
+        } else {
+            println!("{}: {}: {}", f.input_name, f.finding, f.detail);
+        }
+    }
     let mut total = 0usize;
     for findings in every {
         for f in findings {
@@ -674,18 +589,24 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         "deep": deep,
         "checked": checked,
         "findings": total,
+        "other_contract": others.len(),
     });
     if cfg.json {
         println!("{summary}");
     } else {
         println!(
-            "verified {} checkpointed inputs{}: {}",
+            "verified {} checkpointed inputs{}: {}{}",
             checked,
             if deep { " (deep)" } else { "" },
             if total == 0 {
                 "clean".to_owned()
             } else {
                 format!("{total} findings")
+            },
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} landed under another contract)", others.len())
             }
         );
     }

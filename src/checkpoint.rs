@@ -39,6 +39,33 @@ pub struct Checkpoint {
     /// and its checkpoint upgraded.
     #[serde(flatten)]
     pub input: InputIdentity,
+    /// The contract the input was landed under; absent in checkpoints written
+    /// before contracts were files (those were `progress` version 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<ContractStamp>,
+}
+
+/// Which contract a run applied: its name, version and the SHA-256 of its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractStamp {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+impl ContractStamp {
+    pub fn of(c: &crate::contract::Contract) -> Self {
+        ContractStamp {
+            name: c.name.clone(),
+            version: c.version.clone(),
+            sha256: c.sha256.clone(),
+        }
+    }
+
+    /// Was this stamp made by `c` (the same file bytes)?
+    pub fn is(&self, c: &crate::contract::Contract) -> bool {
+        self.sha256 == c.sha256
+    }
 }
 
 /// The input's listed size and identity, recorded beside its hash: the ETag on S3;
@@ -153,6 +180,15 @@ impl PublishedVersion {
 }
 
 impl Checkpoint {
+    /// Was this input landed under `contract`? A checkpoint without a stamp predates
+    /// contract files: it was the built-in `progress` contract's first version.
+    pub fn landed_under(&self, contract: &crate::contract::Contract) -> bool {
+        match &self.contract {
+            Some(stamp) => stamp.is(contract),
+            None => contract.sha256 == crate::contract::progress().sha256,
+        }
+    }
+
     /// Does the published object still match what this checkpoint recorded: the size
     /// and every part of the version marker? A checkpoint written before the inode and
     /// ctime were recorded never matches a local file, so it is republished once.
@@ -317,7 +353,26 @@ mod tests {
             run_id: "r".into(),
             job_version: "0".into(),
             input: InputIdentity::default(),
+            contract: Some(ContractStamp::of(crate::contract::progress())),
         }
+    }
+
+    #[test]
+    fn the_contract_stamp_round_trips_and_is_optional() {
+        let rec = record();
+        let text = serde_json::to_string(&rec).unwrap();
+        assert!(
+            text.contains("\"contract\":{\"name\":\"progress\",\"version\":\"1\",\"sha256\":"),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), rec);
+        let old = Checkpoint {
+            contract: None,
+            ..rec
+        };
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(!text.contains("contract"));
+        assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), old);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
+use crate::contract::Contract;
 use crate::error::{Error, Result};
 use crate::store::s3::S3Options;
 use crate::store::Location;
@@ -35,6 +36,10 @@ pub struct Config {
     pub input_name: String,
     pub lake: Location,
     pub product: String,
+    /// The product's contract (docs/contracts.md), loaded once at startup.
+    pub contract: &'static crate::contract::Contract,
+    /// `--rehash`: also re-land an unchanged input landed under another contract.
+    pub reland_other_contract: bool,
     pub max_rejected_lines: u64,
     pub max_line_bytes: usize,
     /// A compressed input decoding to more is refused (`--max-decompressed-bytes`).
@@ -111,6 +116,11 @@ impl RunPlan {
             "dry_run": true,
             "lake": cfg.lake.to_string(),
             "product": cfg.product,
+            "contract": {
+                "name": cfg.contract.name,
+                "version": cfg.contract.version,
+                "sha256": cfg.contract.sha256,
+            },
             "max_rejected_lines": cfg.max_rejected_lines,
             "max_line_bytes": cfg.max_line_bytes,
             "max_decompressed_bytes": cfg.max_decompressed_bytes,
@@ -167,6 +177,9 @@ impl RunPlan {
 pub struct AuditConfig {
     pub lake: Location,
     pub product: String,
+    /// The contract in force (`None`: a product without one; `verify` then skips
+    /// the contract comparison and `--deep`).
+    pub contract: Option<&'static Contract>,
     pub json: bool,
     pub s3: S3Options,
 }
@@ -199,15 +212,62 @@ pub fn path_safe_product(product: &str) -> Result<()> {
     Ok(())
 }
 
-/// A product a run can land: path-safe, and with an event contract.
-pub fn validate_product(product: &str) -> Result<()> {
-    path_safe_product(product)?;
-    if product != "progress" {
+/// Where a run's contract comes from (`--contract`, `--contracts-dir`, or neither).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContractSource<'a> {
+    pub file: Option<&'a std::path::Path>,
+    pub dir: Option<&'a std::path::Path>,
+}
+
+/// Reads and compiles one contract file; the error names the file and the problem.
+pub fn load_contract(path: &std::path::Path) -> Result<&'static Contract> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Config(format!("contract {}: {e}", path.display())))?;
+    Contract::load(&bytes).map_err(|e| Error::Config(format!("contract {}: {e}", path.display())))
+}
+
+/// The product and its contract: `--contract FILE` (the product defaults to the
+/// contract's name and must equal it), `--contracts-dir DIR` (`DIR/<product>.json`),
+/// or the contract compiled into the binary (`progress`).
+pub fn resolve_contract(
+    product: Option<&str>,
+    source: ContractSource<'_>,
+) -> Result<(String, &'static Contract)> {
+    if let Some(p) = product {
+        path_safe_product(p)?;
+    }
+    let (product, contract) = match (source.file, source.dir) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Config(
+                "give either --contract (one file) or --contracts-dir, not both".into(),
+            ))
+        }
+        (Some(file), None) => {
+            let c = load_contract(file)?;
+            (product.unwrap_or(&c.name).to_owned(), c)
+        }
+        (None, Some(dir)) => {
+            let product = product.unwrap_or("progress").to_owned();
+            let c = load_contract(&dir.join(format!("{product}.json")))?;
+            (product, c)
+        }
+        (None, None) => {
+            let product = product.unwrap_or("progress").to_owned();
+            let c = crate::contract::builtin(&product).ok_or_else(|| {
+                Error::Config(format!(
+                    "no contract for product {product:?}: give --contract FILE or --contracts-dir DIR (only \"progress\" is built in)"
+                ))
+            })?;
+            (product, c)
+        }
+    };
+    if contract.name != product {
         return Err(Error::Config(format!(
-            "no event contract for product {product:?}; only \"progress\" is defined"
+            "the contract is for product {:?}, not {product:?}",
+            contract.name
         )));
     }
-    Ok(())
+    Ok((product, contract))
 }
 
 /// An input's name as it publishes, keys its checkpoint and its lease: the file
@@ -251,10 +311,66 @@ mod tests {
     }
 
     #[test]
-    fn product_must_be_path_safe_and_known() {
-        assert!(validate_product("progress").is_ok());
-        assert!(validate_product("../x").is_err());
-        assert!(validate_product("Progress").is_err());
-        assert!(validate_product("orders").is_err());
+    fn product_must_be_path_safe_and_have_a_contract() {
+        let none = ContractSource::default();
+        let (product, c) = resolve_contract(None, none).unwrap();
+        assert_eq!(
+            (product.as_str(), c.name.as_str()),
+            ("progress", "progress")
+        );
+        assert!(resolve_contract(Some("../x"), none).is_err());
+        assert!(resolve_contract(Some("Progress"), none).is_err());
+        let e = resolve_contract(Some("orders"), none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no contract for product \"orders\""), "{e}");
+    }
+
+    #[test]
+    fn contracts_come_from_a_file_or_a_folder_and_name_their_product() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("contracts");
+        let file = dir.join("enrollment.json");
+        let from_file = ContractSource {
+            file: Some(&file),
+            dir: None,
+        };
+        let (product, c) = resolve_contract(None, from_file).unwrap();
+        assert_eq!(
+            (product.as_str(), c.name.as_str()),
+            ("enrollment", "enrollment")
+        );
+        let e = resolve_contract(Some("progress"), from_file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("for product \"enrollment\", not \"progress\""),
+            "{e}"
+        );
+        let from_dir = ContractSource {
+            file: None,
+            dir: Some(&dir),
+        };
+        assert_eq!(
+            resolve_contract(Some("enrollment"), from_dir)
+                .unwrap()
+                .1
+                .name,
+            "enrollment"
+        );
+        assert_eq!(
+            resolve_contract(None, from_dir).unwrap().1.sha256,
+            crate::contract::progress().sha256
+        );
+        let e = resolve_contract(Some("orders"), from_dir)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("orders.json"), "{e}");
+        let bad = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(bad.path(), b"{\"name\":1}").unwrap();
+        let e = load_contract(bad.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&bad.path().display().to_string()) && e.contains("not a contract"),
+            "{e}"
+        );
     }
 }

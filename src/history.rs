@@ -157,6 +157,9 @@ pub struct RunRecord {
     /// For a failed run: the error, naming the step (never content).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The contract the run applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<crate::checkpoint::ContractStamp>,
 }
 
 impl RunRecord {
@@ -190,6 +193,7 @@ impl RunRecord {
                 job_version: crate::JOB_VERSION.to_owned(),
                 summary,
                 error,
+                contract: None,
             }
         })
     }

@@ -223,7 +223,7 @@ pub async fn land_one(
             };
             match lake {
                 Some(lake) => {
-                    let rec = RunRecord::from_trace(
+                    let mut rec = RunRecord::from_trace(
                         &trace,
                         &cfg.product,
                         &cfg.input_name,
@@ -232,6 +232,7 @@ pub async fn land_one(
                         line.clone(),
                         error,
                     );
+                    rec.contract = Some(crate::checkpoint::ContractStamp::of(cfg.contract));
                     history::write(&**lake, &rec).await;
                 }
                 None => warn!(input = %cfg.input, "lake unreachable; no run record written"),

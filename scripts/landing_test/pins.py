@@ -34,6 +34,10 @@ LOCALSTACK_PYTHON_VERSION = (3, 13)
 # LANDING_TEST_DUCKDB_PYTHON, the venv's interpreter).
 DUCKDB_VERSION = "1.4.4"
 DUCKDB_REQUIREMENTS = ["duckdb==" + DUCKDB_VERSION]
+# The contract tests (tests/it/contracts.rs) check that a producer validating lines
+# with `landing contract schema` and this validator gets landing's verdicts.
+JSONSCHEMA_VERSION = "4.26.0"
+JSONSCHEMA_REQUIREMENTS = ["jsonschema==" + JSONSCHEMA_VERSION]
 
 # scripts/test-infra. The Kubernetes version is the oldest the manifests need:
 # podFailurePolicy (GA 1.31), backoffLimitPerIndex and FailIndex (GA 1.33), CronJob

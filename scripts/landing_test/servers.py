@@ -484,6 +484,7 @@ class Runner:
             "LANDING_TEST_LOCALSTACK_ACCESS_KEY": LOCALSTACK_KEY,
             "LANDING_TEST_LOCALSTACK_SECRET_KEY": LOCALSTACK_KEY,
             "LANDING_TEST_DUCKDB_PYTHON": self.venvs.duckdb.python,
+            "LANDING_TEST_JSONSCHEMA_PYTHON": self.venvs.jsonschema.python,
         }
 
     # -- the command

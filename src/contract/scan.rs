@@ -4,6 +4,7 @@
 //! wrong answer) anything else. A differential test holds the two equal.
 
 use super::object::{is_json_whitespace, Key, ObjectBuilder, RawObject};
+use super::spec::Contract;
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && is_json_whitespace(b[i]) {
@@ -108,14 +109,14 @@ fn scan_scalar(b: &[u8], i: usize) -> Option<usize> {
 /// Fast path for the shape nearly every line has: one flat object of scalars,
 /// no escapes. Returns `None` (never a wrong answer) for anything else, which
 /// then goes through serde_json. A differential test holds the two equal.
-pub(super) fn scan_flat_object(text: &str) -> Option<RawObject<'_>> {
+pub(super) fn scan_flat_object<'a>(c: &'static Contract, text: &'a str) -> Option<RawObject<'a>> {
     let b = text.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
     i = skip_ws(b, i + 1);
-    let mut builder = ObjectBuilder::default();
+    let mut builder = ObjectBuilder::new(c);
     if b.get(i) == Some(&b'}') {
         i += 1;
     } else {
@@ -128,10 +129,10 @@ pub(super) fn scan_flat_object(text: &str) -> Option<RawObject<'_>> {
             }
             i = skip_ws(b, i + 1);
             let value_end = scan_scalar(b, i)?;
-            if let Some(field) = builder.key(Key::borrowed(key)) {
+            if let Some(field) = builder.key(Key::borrowed(c, key)) {
                 // Both ends sit next to ASCII bytes, so they are char boundaries;
                 // `get` keeps it panic-free regardless.
-                builder.obj.fields[field as usize] = Some(text.get(i..value_end)?);
+                builder.obj.fields[field] = Some(text.get(i..value_end)?);
             }
             i = skip_ws(b, value_end);
             match b.get(i) {
@@ -153,20 +154,20 @@ mod tests {
     use super::*;
     use crate::contract::object::{parse_object_serde, verdict_for};
     use crate::contract::tests::{with, Rng, GOOD};
-    use crate::contract::{validate, Verdict};
+    use crate::contract::{progress, validate, Verdict};
 
     /// The fast scanner must never disagree with serde_json: it either gives
     /// the same object (and so the same verdict) or declines.
     fn assert_scanners_agree(text: &str) -> bool {
-        let slow = parse_object_serde(text);
-        match scan_flat_object(text) {
+        let slow = parse_object_serde(progress(), text);
+        match scan_flat_object(progress(), text) {
             Some(mut fast) => {
                 fast.plain_strings = false;
                 assert_eq!(Ok(&fast), slow.as_ref(), "object for {text:?}");
                 fast.plain_strings = true;
                 assert_eq!(
-                    verdict_for(Ok(fast)),
-                    verdict_for(parse_object_serde(text)),
+                    verdict_for(progress(), Ok(fast)),
+                    verdict_for(progress(), parse_object_serde(progress(), text)),
                     "verdict for {text:?}"
                 );
                 true
@@ -177,9 +178,9 @@ mod tests {
 
     #[test]
     fn fast_scanner_takes_common_lines_and_declines_the_rest() {
-        assert!(scan_flat_object(GOOD).is_some());
-        assert!(scan_flat_object(&with("checkpoint", Some(" -12 "))).is_some());
-        assert!(scan_flat_object(" { } ").is_some());
+        assert!(scan_flat_object(progress(), GOOD).is_some());
+        assert!(scan_flat_object(progress(), &with("checkpoint", Some(" -12 "))).is_some());
+        assert!(scan_flat_object(progress(), " { } ").is_some());
         for declined in [
             r#"{"event_id":"a\"b"}"#,
             r#"{"e\u006dail":1}"#,
@@ -193,7 +194,10 @@ mod tests {
             r#"{"a":tru}"#,
             "{\"a\":\"\u{1}\"}",
         ] {
-            assert!(scan_flat_object(declined).is_none(), "{declined}");
+            assert!(
+                scan_flat_object(progress(), declined).is_none(),
+                "{declined}"
+            );
             assert_scanners_agree(declined);
         }
     }
@@ -221,7 +225,7 @@ mod tests {
                 let text = rng.mutate(seed, &alphabet);
                 if assert_scanners_agree(&text) {
                     fast_hits += 1;
-                    if matches!(validate(text.as_bytes()), Verdict::Accept(_)) {
+                    if matches!(validate(progress(), text.as_bytes()), Verdict::Accept(_)) {
                         accepted += 1;
                     }
                 }

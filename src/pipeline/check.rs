@@ -28,6 +28,7 @@ pub async fn check(cfg: &Config, hooks: Hooks) -> Result<Summary> {
         &input_location,
         progress,
         Limits::of(cfg),
+        cfg.contract,
         Scan::Check(v),
         d,
         false,
@@ -38,6 +39,7 @@ pub async fn check(cfg: &Config, hooks: Hooks) -> Result<Summary> {
     let reread = || input.read(&key);
     let resolution = resolve(
         &mut v,
+        cfg.contract,
         d,
         cfg.max_line_bytes,
         &input_location,

@@ -421,6 +421,12 @@ async fn try_skip(
         info!(input_sha256 = %sha, previous_sha256 = %rec.input_sha256, "input changed since the last publish");
         return Ok(None);
     }
+    // An unchanged input stays skipped when only the contract changed, unless
+    // --rehash asks to re-land what an earlier contract landed.
+    if ctx.cfg.reland_other_contract && !rec.landed_under(ctx.cfg.contract) {
+        info!(contract = %ctx.cfg.contract.label(), "landed under another contract; re-landing (--rehash)");
+        return Ok(None);
+    }
     let key = &ctx.layout.checkpoint;
     checkpoint::upgrade_identity(&*ctx.lake, key, cur, ctx.cfg.input_meta.as_ref()).await;
     // The hash equals the checkpoint's (checked above), so the summary is the record's.
@@ -445,6 +451,7 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
         &ctx.input_location,
         progress,
         limits,
+        ctx.cfg.contract,
         Scan::Hash,
         d,
         false,
@@ -556,6 +563,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
         run_id: ctx.run_id.clone(),
         job_version: crate::JOB_VERSION.to_owned(),
         input: checkpoint::InputIdentity::of(ctx.cfg.input_meta.as_ref()),
+        contract: Some(checkpoint::ContractStamp::of(ctx.cfg.contract)),
     };
     let key = &ctx.layout.checkpoint;
     match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
 use crate::compression::{self, Broken, Codec, Encoder, OutputCompression};
 use crate::config::Config;
-use crate::contract::{self, Line, LineFramer, Verdict};
+use crate::contract::{self, Contract, Line, LineFramer, Verdict};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
@@ -60,6 +60,7 @@ pub(super) struct Resolution {
 /// `reread` for a fresh read of the input), and set its final counts and refusal.
 pub(super) async fn resolve<F, Fut>(
     seq: &mut Sequencer,
+    contract: &'static Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &str,
@@ -114,7 +115,8 @@ where
     let mut refusal = seq.refusal().cloned();
     if !suspects.is_empty() {
         let reader = reread().await?;
-        let checked = check_ids(reader, input, digester, max_line_bytes, &suspects).await?;
+        let checked =
+            check_ids(reader, input, contract, digester, max_line_bytes, &suspects).await?;
         match checked {
             Some((s, prefix)) => {
                 refusal = Some(Refusal {
@@ -196,11 +198,12 @@ struct Prefix {
 async fn check_ids(
     reader: ObjectReader,
     input: &str,
+    contract: &'static Contract,
     digester: Digester,
     max_line_bytes: usize,
     suspects: &[Suspect],
 ) -> Result<Option<(Suspect, Prefix)>> {
-    let mut ids = IdCheck::new(digester, max_line_bytes, suspects);
+    let mut ids = IdCheck::new(contract, digester, max_line_bytes, suspects);
     // The content, decoded when the input is compressed: what the first pass framed.
     // A stream broken now was whole then (the hash matched), so it cannot be.
     compression::read_content(reader, input, |piece| {
@@ -214,6 +217,7 @@ async fn check_ids(
 
 /// The second read's state: the ids seen under the suspects' digests.
 struct IdCheck<'a> {
+    contract: &'static Contract,
     framer: LineFramer,
     digester: Digester,
     suspects: &'a [Suspect],
@@ -226,8 +230,14 @@ struct IdCheck<'a> {
 }
 
 impl<'a> IdCheck<'a> {
-    fn new(digester: Digester, max_line_bytes: usize, suspects: &'a [Suspect]) -> Self {
+    fn new(
+        contract: &'static Contract,
+        digester: Digester,
+        max_line_bytes: usize,
+        suspects: &'a [Suspect],
+    ) -> Self {
         IdCheck {
+            contract,
             framer: LineFramer::new(max_line_bytes),
             digester,
             suspects,
@@ -297,11 +307,11 @@ impl<'a> IdCheck<'a> {
     /// field refuses the file at its line, which no suspect reaches.
     fn id_of(&mut self, line: &[u8]) -> Option<Vec<u8>> {
         self.canonical.clear();
-        if let Some(c) = contract::canonicalize(line, &mut self.canonical) {
-            return Some(self.canonical[c.event_id].to_vec());
+        if let Some(c) = contract::canonicalize(self.contract, line, &mut self.canonical) {
+            return Some(self.canonical[c.id].to_vec());
         }
-        match contract::validate(line) {
-            Verdict::Accept(event) => Some(event.event_id.as_bytes().to_vec()),
+        match contract::validate(self.contract, line) {
+            Verdict::Accept(event) => Some(event.id().as_bytes().to_vec()),
             Verdict::Quarantine(_) | Verdict::Prohibited(_) => None,
         }
     }
@@ -451,6 +461,7 @@ impl Filter {
 /// The Validator's resolution, over the whole input in memory (drills, tests).
 pub(super) fn resolve_in_memory(
     seq: &mut Sequencer,
+    contract: &'static Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &[u8],
@@ -465,7 +476,7 @@ pub(super) fn resolve_in_memory(
     if suspects.is_empty() {
         return;
     }
-    let mut ids = IdCheck::new(digester, max_line_bytes, &suspects);
+    let mut ids = IdCheck::new(contract, digester, max_line_bytes, &suspects);
     ids.feed(input);
     let refusal = ids.finish().map(|(s, _)| {
         (
@@ -529,10 +540,14 @@ mod tests {
         };
         for chunk in input.chunks(64) {
             let batch = Batch::frame(&mut framer, Bytes::copy_from_slice(chunk));
-            seq.apply(&check_batch(&batch, d));
+            seq.apply(&check_batch(&batch, contract::progress(), d));
             take(&mut seq);
         }
-        seq.apply(&check_batch(&Batch::finish(&mut framer), d));
+        seq.apply(&check_batch(
+            &Batch::finish(&mut framer),
+            contract::progress(),
+            d,
+        ));
         take(&mut seq);
         let bytes = input.to_vec();
         let reread = || async move {
@@ -541,9 +556,17 @@ mod tests {
                 body: Box::new(std::io::Cursor::new(bytes)),
             })
         };
-        let r = resolve(&mut seq, d, 200, "input", hooks, reread)
-            .await
-            .unwrap();
+        let r = resolve(
+            &mut seq,
+            contract::progress(),
+            d,
+            200,
+            "input",
+            hooks,
+            reread,
+        )
+        .await
+        .unwrap();
         if let Some(drops) = &r.drops {
             let mut f = Filter::default();
             let mut kept = f.push(&output, drops).to_vec();

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::validator::{check_batch, Batch, Checked, Sequencer};
 use crate::compression::{self, Broken, Codec};
-use crate::contract::LineFramer;
+use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
 use crate::identity::{hex, Digester};
 use crate::progress::Progress;
@@ -59,11 +59,15 @@ pub(super) enum Scan {
 /// between the read and the framer; a broken stream refuses the input. After a
 /// refusal the input is still read to the end for its hash (and decoded, to tell
 /// a broken stream), but no longer validated.
+// The contract joined the limits and the digester as a setting of the scan;
+// a settings struct for one private caller pair would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn scan(
     reader: ObjectReader,
     input: &str,
     progress: Progress,
     limits: Limits,
+    contract: &'static Contract,
     what: Scan,
     digester: Digester,
     panic_worker: bool,
@@ -108,7 +112,9 @@ pub(super) async fn scan(
             let (checked, workers): (Vec<_>, Vec<_>) = rxs
                 .into_iter()
                 .enumerate()
-                .map(|(i, rx)| spawn_checker(rx, digester, panic_worker && i == WORKERS - 1))
+                .map(|(i, rx)| {
+                    spawn_checker(rx, contract, digester, panic_worker && i == WORKERS - 1)
+                })
                 .unzip();
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
@@ -392,6 +398,7 @@ fn prove_complete(
 /// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
 fn spawn_checker(
     mut rx: mpsc::Receiver<Batch>,
+    contract: &'static Contract,
     digester: Digester,
     panic_mid_file: bool,
 ) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
@@ -404,7 +411,10 @@ fn spawn_checker(
                 !(panic_mid_file && n == 2),
                 "drill: validation worker panics mid-file"
             );
-            if tx.blocking_send(check_batch(&batch, digester)).is_err() {
+            if tx
+                .blocking_send(check_batch(&batch, contract, digester))
+                .is_err()
+            {
                 return;
             }
         }

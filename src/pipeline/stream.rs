@@ -62,6 +62,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         input,
         progress,
         Limits::of(ctx.cfg),
+        ctx.cfg.contract,
         Scan::Land(v, out_tx),
         digester,
         ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
@@ -88,6 +89,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let reread = || ctx.input.read(&ctx.input_key);
     let resolved = resolve(
         &mut v,
+        ctx.cfg.contract,
         digester,
         ctx.cfg.max_line_bytes,
         input,

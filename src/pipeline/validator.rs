@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 
-use crate::contract::{self, Line, LineFramer, Reason, Verdict};
+use crate::contract::{self, Contract, Line, LineFramer, Reason, Verdict};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::{DedupIndex, Digester, Digests, Seen};
 use crate::spill::{Record, Scratch};
@@ -129,12 +129,14 @@ pub struct Checked {
 }
 
 /// Step 2: validate every line of a batch, canonicalise and digest the accepted.
-pub fn check_batch(batch: &Batch, digester: Digester) -> Checked {
+pub fn check_batch(batch: &Batch, contract: &'static Contract, digester: Digester) -> Checked {
     let mut out = Checked {
         canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
         items: Vec::with_capacity(batch.lines.len()),
         through_line: batch.through_line,
     };
+    // The batch's lines mostly share one key order: each line's predicts the next.
+    let mut carry = contract::Carry::default();
     for &(number, src) in &batch.lines {
         let item = match src {
             Src::TooLong => Item::Reject(Reason::LineTooLong),
@@ -143,14 +145,14 @@ pub fn check_batch(batch: &Batch, digester: Digester) -> Checked {
                 let start = out.canonical.len();
                 // The single pass takes nearly every line; what it declines, the
                 // full rules decide.
-                match contract::canonicalize(line, &mut out.canonical) {
+                match contract::canonicalize_with(contract, &mut carry, line, &mut out.canonical) {
                     Some(c) => {
                         let canonical = &out.canonical[start..];
-                        let digests = digester.digest(&out.canonical[c.event_id], canonical);
+                        let digests = digester.digest(&out.canonical[c.id], canonical);
                         out.canonical.push(b'\n');
                         Item::Accept(digests, out.canonical.len())
                     }
-                    None => slow_item(line, &mut out.canonical, digester),
+                    None => slow_item(contract, line, &mut out.canonical, digester),
                 }
             }
         };
@@ -160,12 +162,17 @@ pub fn check_batch(batch: &Batch, digester: Digester) -> Checked {
 }
 
 /// One line through [`contract::validate`], the full rules.
-fn slow_item(line: &[u8], canonical: &mut Vec<u8>, digester: Digester) -> Item {
-    match contract::validate(line) {
+fn slow_item(
+    contract: &'static Contract,
+    line: &[u8],
+    canonical: &mut Vec<u8>,
+    digester: Digester,
+) -> Item {
+    match contract::validate(contract, line) {
         Verdict::Accept(event) => {
             let start = canonical.len();
             event.write_canonical(canonical);
-            let digests = digester.digest(event.event_id.as_bytes(), &canonical[start..]);
+            let digests = digester.digest(event.id().as_bytes(), &canonical[start..]);
             canonical.push(b'\n');
             Item::Accept(digests, canonical.len())
         }
@@ -570,6 +577,7 @@ fn reject(
 
 /// All three steps on the caller's thread.
 pub struct Validator {
+    contract: &'static Contract,
     framer: LineFramer,
     seq: Sequencer,
     digester: Digester,
@@ -578,6 +586,7 @@ pub struct Validator {
 impl Validator {
     pub fn new(max_line_bytes: usize, cap: u64, input_size: u64, seed: u64) -> Self {
         Validator {
+            contract: contract::progress(),
             framer: LineFramer::new(max_line_bytes),
             seq: Sequencer::new(cap, input_size),
             digester: Digester::new(seed),
@@ -586,17 +595,20 @@ impl Validator {
 
     pub fn feed(&mut self, chunk: &[u8]) {
         let batch = Batch::frame(&mut self.framer, Bytes::copy_from_slice(chunk));
-        self.seq.apply(&check_batch(&batch, self.digester));
+        self.seq
+            .apply(&check_batch(&batch, self.contract, self.digester));
     }
 
     pub fn finish(&mut self) {
         let batch = Batch::finish(&mut self.framer);
-        self.seq.apply(&check_batch(&batch, self.digester));
+        self.seq
+            .apply(&check_batch(&batch, self.contract, self.digester));
     }
 
     /// Compare the full ids of any suspects against `input`, the bytes fed.
     pub fn resolve(&mut self, input: &[u8], max_line_bytes: usize) {
-        super::resolve::resolve_in_memory(&mut self.seq, self.digester, max_line_bytes, input);
+        let (c, d) = (self.contract, self.digester);
+        super::resolve::resolve_in_memory(&mut self.seq, c, d, max_line_bytes, input);
     }
 
     pub fn sequencer(&mut self) -> &mut Sequencer {

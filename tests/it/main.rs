@@ -7,6 +7,7 @@
 mod support;
 
 mod compressed;
+mod contracts;
 mod crash;
 mod drill;
 mod e2e;

@@ -122,6 +122,13 @@ impl CronJob {
         env.retain(|(k, _)| k != "LANDING_MIN_AGE");
         env.push(("LANDING_MIN_AGE".into(), "0".into()));
         env.push(("LANDING_LAKE".into(), w.lake_arg()));
+        // The pod mounts the contracts ConfigMap, a copy of contracts/ (test-infra
+        // checks they are equal), where LANDING_CONTRACTS_DIR points.
+        for (k, v) in env.iter_mut() {
+            if k == "LANDING_CONTRACTS_DIR" {
+                *v = concat!(env!("CARGO_MANIFEST_DIR"), "/contracts").to_owned();
+            }
+        }
         match pod {
             Pod::Single => env.push(("LANDING_INPUT".into(), input.to_owned())),
             Pod::Inbox => env.push(("LANDING_INBOX".into(), inbox_arg(w))),

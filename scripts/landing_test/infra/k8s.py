@@ -143,8 +143,8 @@ def check_k8s_policy(ctx) -> str:
         "writable root filesystem": lambda d: jt(d)["template"]["spec"]["containers"][0]["securityContext"]
         .update(readOnlyRootFilesystem=False),
         "deadline shorter than the peak day": lambda d: jt(d).update(activeDeadlineSeconds=600),
-        "a scratch volume with no size limit": lambda d: jt(d)["template"]["spec"]["volumes"][0]["emptyDir"]
-        .pop("sizeLimit"),
+        "a scratch volume with no size limit": lambda d: next(
+            v for v in jt(d)["template"]["spec"]["volumes"] if "emptyDir" in v)["emptyDir"].pop("sizeLimit"),
         "a hostPath volume": lambda d: jt(d)["template"]["spec"]["volumes"].append(
             {"name": "host", "hostPath": {"path": "/var"}}),
     }
@@ -160,12 +160,14 @@ def check_k8s_policy(ctx) -> str:
 
 
 def scratch_volume(label, pod, c, env, bench) -> None:
-    """The one volume is the spill scratch: an emptyDir with a size limit that holds
+    """The one writable volume is the spill scratch: an emptyDir with a size limit that holds
     40 bytes per event of a day twice the planning peak, mounted where
     LANDING_SCRATCH_DIR points (docs/design.md "Memory and spill")."""
-    vols = pod.get("volumes") or []
-    require(len(vols) == 1 and set(vols[0]) == {"name", "emptyDir"},
-            f"{label}: the only volume is the spill scratch, an emptyDir (read-only root otherwise)")
+    all_vols = pod.get("volumes") or []
+    require(all(set(v) in ({"name", "emptyDir"}, {"name", "configMap"}) for v in all_vols),
+            f"{label}: volumes are the spill scratch (emptyDir) and the contracts (configMap) only")
+    vols = [v for v in all_vols if "emptyDir" in v]
+    require(len(vols) == 1, f"{label}: one emptyDir, the spill scratch (read-only root otherwise)")
     limit = vols[0]["emptyDir"].get("sizeLimit")
     require(limit and parse_quantity(limit) >= 40 * 2 * bench["peak_events"],
             f"{label}: scratch sizeLimit {limit} below 40 B x twice the peak day's events")
@@ -299,6 +301,19 @@ def k8s_policy(docs) -> str:
     return "; ".join(notes)
 
 
+def check_contracts_configmap(ctx) -> str:
+    """The contracts ConfigMap holds exactly contracts/*.json, byte for byte."""
+    cms = {c["metadata"]["name"]: c["data"] for c in by_kind(manifests(), "ConfigMap")}
+    data = cms.get("landing-contracts")
+    require(data is not None, "k8s/: no ConfigMap landing-contracts")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "contracts")
+    files = {f: open(os.path.join(root, f)).read() for f in sorted(os.listdir(root)) if f.endswith(".json")}
+    require(sorted(data) == sorted(files), f"landing-contracts holds {sorted(data)}, contracts/ has {sorted(files)}")
+    for f, text in files.items():
+        require(data[f] == text, f"landing-contracts: {f} differs from contracts/{f}")
+    return f"{len(files)} contracts equal contracts/"
+
+
 def check_k8s_args(ctx) -> str:
     """Each container's args and env, through the real binary."""
     docs = manifests()
@@ -320,6 +335,16 @@ def check_k8s_args(ctx) -> str:
         unknown = sorted(k for k in env if k.startswith("LANDING_") and k not in known)
         if unknown:
             problems.append(f"{label}: `landing {args[0]} --help` documents no {', '.join(unknown)}")
+        # ConfigMap volumes become folders of their files, and a variable naming the
+        # mount path names that folder, so the dry run reads what the pod would.
+        mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+        for v in pod.get("volumes", []):
+            if "configMap" in v and v["name"] in mounts:
+                folder = tempfile.mkdtemp(prefix="landing-cm-")
+                for fname, text in cms[v["configMap"]["name"]].items():
+                    with open(os.path.join(folder, fname), "w") as f:
+                        f.write(text)
+                env = {k: (folder if val == mounts[v["name"]] else val) for k, val in env.items()}
         indexes = range(js["completions"]) if js.get("completionMode") == "Indexed" else [None]
         for i in indexes:
             penv = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(), **env}

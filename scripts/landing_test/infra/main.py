@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .common import ROOT, CheckFailed, log
 from .image import check_dockerfile, check_image
-from .k8s import check_exit_codes, check_k8s_args, check_k8s_policy, check_k8s_schema
+from .k8s import check_contracts_configmap, check_exit_codes, check_k8s_args, check_k8s_policy, check_k8s_schema
 from .monitoring import check_k8s_alerts
 from .policies import check_iam, check_parliament
 from .terraform import check_checkov, check_terraform
@@ -25,6 +25,7 @@ CHECKS = {
     "k8s-policy": check_k8s_policy,
     "k8s-args": check_k8s_args,
     "k8s-alerts": check_k8s_alerts,
+    "k8s-contracts": check_contracts_configmap,
     "terraform": check_terraform,
     "dockerfile": check_dockerfile,
     "checkov": check_checkov,

@@ -1,0 +1,513 @@
+//! A product's contract as data: the reviewed file (docs/contracts.md) parsed,
+//! checked and compiled into the tables the rules walk ([`Contract`]).
+//!
+//! Pure: it takes the file's bytes and returns a contract or a message naming the
+//! problem (the caller adds the file's name). A compiled contract lives as long as
+//! the process ([`Contract::load`] leaks it, once per process and file), so a verdict
+//! can name a field or a reason code as `&'static str` without a lifetime on every
+//! pipeline type.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::fast::Table;
+
+/// The `progress` contract, compiled into the binary: the default product.
+pub const PROGRESS_SOURCE: &str = include_str!("../../contracts/progress.json");
+
+/// Most fields a contract may declare: the single pass keeps one bit per field.
+pub const MAX_FIELDS: usize = 64;
+
+/// Key hash table size (bits): field names index into `1 << HASH_BITS` slots.
+const HASH_BITS: u32 = 12;
+
+/// The file, as written by people.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContractFile {
+    name: String,
+    version: String,
+    #[serde(default)]
+    description: Option<String>,
+    identity: String,
+    max_line_bytes: u64,
+    prohibited: Vec<String>,
+    fields: Vec<FieldFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldFile {
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default = "yes")]
+    required: bool,
+    #[serde(default)]
+    nullable: bool,
+    #[serde(default)]
+    values: Option<Vec<String>>,
+    #[serde(default)]
+    min: Option<i64>,
+    #[serde(default)]
+    max: Option<i64>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A field's type, with what its values must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A non-empty string without control characters (U+0000–U+001F).
+    String,
+    /// A string equal to one of these values (compared after unescaping).
+    Enum(Vec<String>),
+    /// A JSON integer literal (no fraction or exponent) within the bounds.
+    Integer {
+        min: i64,
+        max: i64,
+    },
+    Boolean,
+    /// An RFC 3339 time with an offset, published in UTC (fraction kept).
+    Time,
+}
+
+impl Kind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Enum(_) => "enum",
+            Kind::Integer { .. } => "integer",
+            Kind::Boolean => "boolean",
+            Kind::Time => "time",
+        }
+    }
+}
+
+/// One declared field.
+#[derive(Debug, Clone)]
+pub struct FieldSpec {
+    pub name: String,
+    pub kind: Kind,
+    pub required: bool,
+    pub nullable: bool,
+    pub description: Option<String>,
+    /// `missing_<name>` and `invalid_<name>`: the quarantine reason codes.
+    pub missing_code: String,
+    pub invalid_code: String,
+    /// `"name":` (with a leading `,` for every field but the first in canonical
+    /// order): written before the value in the canonical form.
+    pub(super) prefix: Vec<u8>,
+}
+
+/// A compiled contract. Fields are held in canonical (sorted) key order; `check`
+/// gives the order rules are applied and reasons reported (the file's order).
+pub struct Contract {
+    pub name: String,
+    pub version: String,
+    pub description: Option<String>,
+    /// SHA-256 of the file's bytes (hex): what the checkpoint records.
+    pub sha256: String,
+    /// The file as read, for `landing contract show`.
+    pub source: String,
+    pub max_line_bytes: usize,
+    pub prohibited: Vec<String>,
+    pub fields: Vec<FieldSpec>,
+    /// Field indices (into `fields`) in the file's order.
+    pub check: Vec<usize>,
+    /// Index (into `fields`) of the identity key.
+    pub identity: usize,
+    /// The contract compiled for the single pass.
+    pub(super) fast: Table,
+    /// Multiplier of the key hash, chosen so that no two field names share a slot.
+    hash_mul: u64,
+    /// Slot → field index + 1 (0: no field).
+    slots: Box<[u8]>,
+}
+
+impl fmt::Debug for Contract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Contract")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The built-in `progress` contract.
+pub fn progress() -> &'static Contract {
+    static PROGRESS: OnceLock<&'static Contract> = OnceLock::new();
+    // The embedded file is checked by the unit tests, so this cannot fail at run time.
+    PROGRESS.get_or_init(|| Contract::load(PROGRESS_SOURCE.as_bytes()).expect("progress contract"))
+}
+
+/// The contracts compiled into the binary, by product name.
+pub fn builtin(product: &str) -> Option<&'static Contract> {
+    (product == "progress").then(progress)
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+fn key_word(key: &[u8]) -> u64 {
+    // First and last 8 bytes (overlapping for short keys), folded with the length.
+    let load = |s: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..s.len()].copy_from_slice(s);
+        u64::from_le_bytes(w)
+    };
+    let n = key.len();
+    let (a, b) = if n >= 8 {
+        (load(&key[..8]), load(&key[n - 8..]))
+    } else {
+        (load(key), 0)
+    };
+    a ^ b.rotate_left(29) ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl Contract {
+    /// Parses, checks and compiles a contract file. The error names the problem
+    /// (never the file: the caller knows it).
+    pub fn load(bytes: &[u8]) -> Result<&'static Contract, String> {
+        Self::compile(bytes).map(|c| &*Box::leak(Box::new(c)))
+    }
+
+    fn compile(bytes: &[u8]) -> Result<Contract, String> {
+        let source = std::str::from_utf8(bytes)
+            .map_err(|_| "not UTF-8 text".to_owned())?
+            .to_owned();
+        let file: ContractFile =
+            serde_json::from_str(&source).map_err(|e| format!("not a contract: {e}"))?;
+        if !is_name(&file.name)
+            || file
+                .name
+                .bytes()
+                .any(|b| b.is_ascii_uppercase() || b == b'.')
+        {
+            return Err(format!(
+                "name must match [a-z0-9_-]+ (it names the lake prefix), got {:?}",
+                file.name
+            ));
+        }
+        if file.version.trim().is_empty() || file.version.chars().any(char::is_control) {
+            return Err("version must be a non-empty line of text".into());
+        }
+        if file.max_line_bytes == 0 || file.max_line_bytes > u64::from(u32::MAX) {
+            return Err("max_line_bytes must be between 1 and 4294967295".into());
+        }
+        if file.fields.is_empty() || file.fields.len() > MAX_FIELDS {
+            return Err(format!("a contract declares 1 to {MAX_FIELDS} fields"));
+        }
+        for p in &file.prohibited {
+            if !is_name(p) {
+                return Err(format!("prohibited field {p:?}: names are [A-Za-z0-9_.-]+"));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut fields = Vec::with_capacity(file.fields.len());
+        for f in &file.fields {
+            let at = |problem: &str| format!("field {:?}: {problem}", f.name);
+            if !is_name(&f.name) {
+                return Err(at("names are [A-Za-z0-9_.-]+"));
+            }
+            if !seen.insert(f.name.clone()) {
+                return Err(at("declared twice"));
+            }
+            if file.prohibited.contains(&f.name) {
+                return Err(at("is also prohibited"));
+            }
+            let bounds_only_for_integer = f.min.is_some() || f.max.is_some();
+            let kind = match f.kind.as_str() {
+                "string" => Kind::String,
+                "boolean" => Kind::Boolean,
+                "time" => Kind::Time,
+                "integer" => {
+                    let (min, max) = (f.min.unwrap_or(i64::MIN), f.max.unwrap_or(i64::MAX));
+                    if min > max {
+                        return Err(at("min is above max"));
+                    }
+                    Kind::Integer { min, max }
+                }
+                "enum" => {
+                    let values = f.values.clone().unwrap_or_default();
+                    if values.is_empty() {
+                        return Err(at("an enum needs a non-empty \"values\" list"));
+                    }
+                    for (n, v) in values.iter().enumerate() {
+                        // Published as written: nothing JSON would escape.
+                        if v.is_empty() || v.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+                            return Err(at("enum values are non-empty, without control characters, '\"' or '\\'"));
+                        }
+                        if values[..n].contains(v) {
+                            return Err(at("an enum value is listed twice"));
+                        }
+                    }
+                    Kind::Enum(values)
+                }
+                other => {
+                    return Err(at(&format!(
+                        "unknown type {other:?} (string, enum, integer, boolean, time)"
+                    )))
+                }
+            };
+            if f.values.is_some() && !matches!(kind, Kind::Enum(_)) {
+                return Err(at("\"values\" is for enum fields only"));
+            }
+            if bounds_only_for_integer && !matches!(kind, Kind::Integer { .. }) {
+                return Err(at("\"min\" and \"max\" are for integer fields only"));
+            }
+            fields.push(FieldSpec {
+                missing_code: format!("missing_{}", f.name),
+                invalid_code: format!("invalid_{}", f.name),
+                name: f.name.clone(),
+                kind,
+                required: f.required,
+                nullable: f.nullable,
+                description: f.description.clone(),
+                prefix: Vec::new(),
+            });
+        }
+        let declared: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
+        fields.sort_by(|a, b| a.name.cmp(&b.name));
+        for (k, f) in fields.iter_mut().enumerate() {
+            let comma = if k == 0 { "" } else { "," };
+            f.prefix = format!("{comma}\"{}\":", f.name).into_bytes();
+        }
+        let index_of = |name: &str| fields.iter().position(|f| f.name == name);
+        let check: Vec<usize> = declared.iter().filter_map(|n| index_of(n)).collect();
+        let identity = index_of(&file.identity)
+            .ok_or_else(|| format!("identity {:?} is not a declared field", file.identity))?;
+        let id = &fields[identity];
+        if id.kind != Kind::String || !id.required || id.nullable {
+            return Err(format!(
+                "identity {:?} must be a required, non-nullable string field",
+                file.identity
+            ));
+        }
+        if fields.iter().any(|f| f.name.len() >= 250) {
+            return Err("field names are at most 249 bytes".into());
+        }
+        let fast = Table::new(&fields, identity);
+        let (hash_mul, slots) = hash_table(&fields)
+            .ok_or("no collision-free key table for these field names (rename one)")?;
+        Ok(Contract {
+            sha256: hex(&Sha256::digest(bytes)),
+            name: file.name,
+            version: file.version,
+            description: file.description,
+            source,
+            max_line_bytes: file.max_line_bytes as usize,
+            prohibited: file.prohibited,
+            fields,
+            check,
+            identity,
+            fast,
+            hash_mul,
+            slots,
+        })
+    }
+
+    fn slot(&self, key: &[u8]) -> usize {
+        (key_word(key).wrapping_mul(self.hash_mul) >> (64 - HASH_BITS)) as usize
+    }
+
+    /// The index (canonical order) of the field named `key`, compared as bytes.
+    #[inline]
+    pub(super) fn field_index(&self, key: &[u8]) -> Option<usize> {
+        let k = usize::from(self.slots[self.slot(key)]).checked_sub(1)?;
+        (self.fields[k].name.as_bytes() == key).then_some(k)
+    }
+
+    /// The prohibited name `key` is, if any.
+    pub(super) fn prohibited_name(&'static self, key: &[u8]) -> Option<&'static str> {
+        self.prohibited
+            .iter()
+            .find(|p| p.as_bytes() == key)
+            .map(String::as_str)
+    }
+
+    /// Every quarantine reason code this contract can give, in the order the rules
+    /// are checked.
+    pub fn reason_codes(&self) -> Vec<&str> {
+        let mut codes = vec![
+            "line_too_long",
+            "invalid_utf8",
+            "invalid_json",
+            "not_an_object",
+            "duplicate_key",
+            "unknown_field",
+        ];
+        let ordered = || self.check.iter().map(|&k| &self.fields[k]);
+        codes.extend(
+            ordered()
+                .filter(|f| f.required)
+                .map(|f| f.missing_code.as_str()),
+        );
+        codes.extend(ordered().map(|f| f.invalid_code.as_str()));
+        codes
+    }
+
+    /// `name@version (sha256 prefix)`, for logs and messages.
+    pub fn label(&self) -> String {
+        format!("{}@{} ({})", self.name, self.version, &self.sha256[..12])
+    }
+}
+
+/// A multiplier under which every field name has its own slot.
+fn hash_table(fields: &[FieldSpec]) -> Option<(u64, Box<[u8]>)> {
+    let mut mul: u64 = 0x9FB2_1C65_1E98_DF25;
+    for _ in 0..256 {
+        let mut slots = vec![0u8; 1 << HASH_BITS].into_boxed_slice();
+        let ok = fields.iter().enumerate().all(|(k, f)| {
+            let s = (key_word(f.name.as_bytes()).wrapping_mul(mul) >> (64 - HASH_BITS)) as usize;
+            let free = slots[s] == 0;
+            // k < MAX_FIELDS (64), so k + 1 fits a byte.
+            slots[s] = k as u8 + 1;
+            free
+        });
+        if ok {
+            return Some((mul, slots));
+        }
+        mul = mul
+            .wrapping_mul(0x2545_F491_4F6C_DD1D)
+            .wrapping_add(0x9E37_79B9)
+            | 1;
+    }
+    None
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Contract::compile(text.as_bytes()).expect_err("invalid contract")
+    }
+
+    const MIN: &str = r#"{"name":"t","version":"1","identity":"id","max_line_bytes":100,"prohibited":["email"],"fields":[{"name":"id","type":"string"}]}"#;
+
+    #[test]
+    fn progress_compiles_in_canonical_order() {
+        let c = progress();
+        assert_eq!(c.name, "progress");
+        let names: Vec<&str> = c.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, crate::contract::CONTRACT_FIELDS);
+        assert_eq!(c.fields[c.identity].name, "event_id");
+        assert_eq!(c.max_line_bytes, 1 << 20);
+        assert_eq!(c.sha256.len(), 64);
+        assert_eq!(c.prohibited, ["email", "name", "payment_token"]);
+        for (k, f) in c.fields.iter().enumerate() {
+            assert_eq!(c.field_index(f.name.as_bytes()), Some(k));
+        }
+        for other in ["", "event_idx", "email", "x", "attempt_numbe"] {
+            assert_eq!(c.field_index(other.as_bytes()), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_minimal_contract_loads() {
+        let c = Contract::compile(MIN.as_bytes()).expect("valid");
+        assert!(c.fields[0].required, "required by default");
+        assert_eq!(c.reason_codes().last(), Some(&"invalid_id"));
+    }
+
+    #[test]
+    fn invalid_contracts_name_the_problem() {
+        let cases = [
+            ("{", "not a contract"),
+            (
+                &MIN.replace(r#""name":"t""#, r#""name":"T x""#),
+                "name must match",
+            ),
+            (
+                &MIN.replace(r#""version":"1""#, r#""version":"""#),
+                "version",
+            ),
+            (
+                &MIN.replace(r#""identity":"id""#, r#""identity":"x""#),
+                "identity \"x\"",
+            ),
+            (&MIN.replace("100", "0"), "max_line_bytes"),
+            (
+                &MIN.replace(r#""type":"string""#, r#""type":"float""#),
+                "unknown type",
+            ),
+            (
+                &MIN.replace(r#""type":"string""#, r#""type":"integer""#),
+                "must be a required",
+            ),
+            (&MIN.replace(r#"["email"]"#, r#"["id"]"#), "also prohibited"),
+            (
+                &MIN.replace("}]}", r#"},{"name":"id","type":"string"}]}"#),
+                "declared twice",
+            ),
+            (
+                &MIN.replace("}]}", r#"},{"name":"k","type":"enum","values":[]}]}"#),
+                "non-empty",
+            ),
+            (
+                &MIN.replace("}]}", r#"},{"name":"k","type":"enum","values":["a\""]}]}"#),
+                "enum values",
+            ),
+            (
+                &MIN.replace(
+                    "}]}",
+                    r#"},{"name":"k","type":"integer","min":2,"max":1}]}"#,
+                ),
+                "min is above max",
+            ),
+            (
+                &MIN.replace("}]}", r#"},{"name":"k","type":"string","min":2}]}"#),
+                "integer fields only",
+            ),
+            (
+                &MIN.replace("}]}", r#"},{"name":"k","type":"string","colour":2}]}"#),
+                "unknown field",
+            ),
+            (
+                &MIN.replace("\"fields\":[", "\"fields\":[],\"x\":["),
+                "unknown field",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = err(text);
+            assert!(e.contains(expected), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn many_fields_get_a_collision_free_table() {
+        let fields: Vec<String> = (0..MAX_FIELDS)
+            .map(|k| format!(r#"{{"name":"f{k:02}","type":"string"}}"#))
+            .collect();
+        let text = format!(
+            r#"{{"name":"w","version":"1","identity":"f00","max_line_bytes":9,"prohibited":[],"fields":[{}]}}"#,
+            fields.join(",")
+        );
+        let c = Contract::compile(text.as_bytes()).expect("64 fields");
+        for (k, f) in c.fields.iter().enumerate() {
+            assert_eq!(c.field_index(f.name.as_bytes()), Some(k));
+        }
+        let too_many = text.replace("[{", r#"[{"name":"g","type":"string"},{"#);
+        assert!(err(&too_many).contains("1 to 64"));
+    }
+}

@@ -526,8 +526,11 @@ fn write(
         let token = s.start as usize..s.end as usize;
         if let Value::Time = f.value {
             let time = parse_event_time_bytes(&b[token])?;
+            // The whole buffer (a constant-size copy), then the quote after the text.
+            let padded = time.padded();
             buf[at] = b'"';
-            at = put(buf, at + 1, time.padded(), 0..time.as_bytes().len());
+            buf[at + 1..at + 1 + padded.len()].copy_from_slice(padded);
+            at += 1 + time.as_bytes().len();
             buf[at] = b'"';
             at += 1;
         } else {

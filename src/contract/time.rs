@@ -4,8 +4,7 @@
 use std::fmt;
 
 /// Longest normalized time: `YYYY-MM-DDTHH:MM:SS.fffffffffZ`.
-// 30 would do; 32 lets the single pass copy it as one block (fast.rs `put`).
-const UTC_TIME_CAPACITY: usize = 32;
+const UTC_TIME_CAPACITY: usize = 30;
 
 /// Normalized UTC time text, e.g. "2026-03-02T08:32:11.5Z": fixed-capacity inline
 /// buffer (no heap). Only [`parse_event_time`] builds one, so it is always valid.
@@ -21,7 +20,7 @@ impl UtcTime {
         &self.buf[..usize::from(self.len)]
     }
 
-    /// The text and the unused bytes after it: a constant-size copy.
+    /// The text and the unused bytes after it: a copy of constant size.
     pub(super) fn padded(&self) -> &[u8; UTC_TIME_CAPACITY] {
         &self.buf
     }

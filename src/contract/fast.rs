@@ -415,11 +415,14 @@ fn value(t: &Table, f: &Field, b: &[u8], i: usize) -> Option<(Slot, usize)> {
             if b.get(i) != Some(&b'"') {
                 return None;
             }
-            let p = t.enums[usize::from(from)..usize::from(to)]
-                .iter()
-                .find(|p| p.at(b, i + 1))?;
-            let end = i + 1 + usize::from(p.len);
-            Some((token(i, end), end))
+            // A plain loop: `find` with this closure was not inlined.
+            for p in &t.enums[usize::from(from)..usize::from(to)] {
+                if p.at(b, i + 1) {
+                    let end = i + 1 + usize::from(p.len);
+                    return Some((token(i, end), end));
+                }
+            }
+            None
         }
         Value::Integer { min, max } => {
             let end = integer(b, i, min, max)?;
@@ -517,7 +520,8 @@ fn write(
     buf[0] = b'{';
     let mut at = 1;
     let mut id = 0..0;
-    for (k, (f, s)) in t.fields.iter().zip(slots).enumerate() {
+    for (k, f) in t.fields.iter().enumerate() {
+        let s = slots[k];
         at = put(buf, at, &t.prefixes, f.prefix.clone());
         if seen & (1u64 << k) == 0 || s.start == NULL {
             at = put(buf, at, NULL_PADDED, 0..4);

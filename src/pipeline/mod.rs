@@ -4,6 +4,7 @@
 //! lease → prepare (read checkpoint, sweep, read what is published, probe copy
 //! conditions: independent, so sent together) → (hash, skip?) → stream + stage →
 //! publish → checkpoint (last, compare-and-swap) → cleanup → release.
+//! The sweep runs only when an earlier holder may have left staging (see `decide`).
 //!
 //! Fencing: what the run saw of the published object when it decided is the
 //! condition of its promotion, the checkpoint it read is the condition of its
@@ -19,6 +20,7 @@ mod validator;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,7 +39,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, Hooks, PausePoint};
 use crate::layout::Layout;
-use crate::lease::{Lease, LeaseOptions};
+use crate::lease::{Inherited, Lease, LeaseOptions};
 use crate::progress::Progress;
 use crate::shutdown::Shutdown;
 use crate::store::{
@@ -55,6 +57,10 @@ struct Ctx<'a> {
     lake: Arc<dyn Store>,
     layout: Layout,
     hooks: Hooks,
+    /// Cleared when this run may leave staging of the input behind: a removal of its
+    /// own failed, or its sweep left another run's leftovers. Its lease is released
+    /// clean only if this stays set and the run succeeded (see [`Inherited`]).
+    clean: AtomicBool,
 }
 
 impl Ctx<'_> {
@@ -194,9 +200,12 @@ async fn run_in_span(
         lake,
         layout,
         hooks,
+        clean: AtomicBool::new(true),
     };
     let result = run_leased(&ctx, &lease, shutdown).await;
-    if let Err(e) = lease.release().await {
+    // A failed run may have left staging anywhere: the next holder sweeps.
+    let clean = result.is_ok() && ctx.clean.load(Ordering::SeqCst);
+    if let Err(e) = lease.release(clean).await {
         warn!(error = %e, "could not release the lease; it expires on its own");
     }
     result
@@ -275,9 +284,10 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result
 /// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
 async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
-    // Four independent round trips (six for the probe, once per store) go out
+    // Up to four independent round trips (six for the probe, once per store) go out
     // together: none reads what another writes. The probe only touches this run's own
-    // staging, which the sweep of others' leftovers never takes.
+    // staging, which the sweep of others' leftovers never takes. The sweep only if the
+    // lease was taken over, or released by a run that did not leave staging clean.
     let (fence, prior, (), seen) = tokio::try_join!(
         async {
             let fence = ctx.lake.fencing(&ctx.layout.raw, &ctx.run_id).await;
@@ -290,14 +300,19 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
                 .map_err(at(Step::ReadCheckpoint))
         },
         async {
-            let others = Sweep::Others {
-                older_than: ctx.cfg.sweep_age,
-            };
-            sweep(ctx, others).await.map_err(at(Step::Sweep))
+            if lease.inherited() != Inherited::Unknown {
+                return Ok(());
+            }
+            sweep_others(ctx).await.map_err(at(Step::Sweep))
         },
         // What readers see now is the condition of our promotion (the fence).
         async { Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
     )?;
+    // No lease existed, yet the input was landed before: its lease was deleted by
+    // hand, and whatever its holder left is unknown.
+    if lease.inherited() == Inherited::Fresh && prior.is_some() {
+        sweep_others(ctx).await.map_err(at(Step::Sweep))?;
+    }
     if fence.verdict() != CopyFence::Fenced {
         warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
     }
@@ -357,11 +372,13 @@ async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) 
         .collect();
     for s in stagings {
         if let Err(e) = ctx.lake.discard(s).await {
+            ctx.clean.store(false, Ordering::SeqCst);
             warn!(error = %e, "could not remove staging; a later run sweeps it");
         }
     }
     // Uploads dropped mid-stream are found by name: this run's staging only.
     if let Err(e) = sweep(ctx, Sweep::Own).await {
+        ctx.clean.store(false, Ordering::SeqCst);
         warn!(error = %e, "could not remove this run's staging; a later run sweeps it");
     }
     let summary = Summary {
@@ -372,12 +389,26 @@ async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) 
     Ok(summary)
 }
 
+/// Remove other runs' leftovers of this input (`--sweep-age` and older) before
+/// doing any work.
+async fn sweep_others(ctx: &Ctx<'_>) -> Result<()> {
+    let others = Sweep::Others {
+        older_than: ctx.cfg.sweep_age,
+    };
+    sweep(ctx, others).await
+}
+
 /// Remove leftovers: of crashed runs before doing any work, or this run's own.
 async fn sweep(ctx: &Ctx<'_>, which: Sweep) -> Result<()> {
     let report = ctx
         .lake
         .sweep(&ctx.layout.written(), &ctx.run_id, which)
         .await?;
+    if report.kept > 0 {
+        // Too young for `--sweep-age`, or a live writer's: a later run sweeps them.
+        ctx.clean.store(false, Ordering::SeqCst);
+        info!(kept = report.kept, "left leftovers of other runs");
+    }
     if report.aborted_uploads + report.deleted_objects > 0 {
         info!(
             aborted_uploads = report.aborted_uploads,
@@ -607,6 +638,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
 async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
     for s in std::iter::once(&staged.data).chain(staged.quarantine.as_ref()) {
         if let Err(e) = ctx.lake.discard(s).await {
+            ctx.clean.store(false, Ordering::SeqCst);
             warn!(error = %e, "could not remove staging; a later run sweeps it");
         }
     }

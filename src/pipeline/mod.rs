@@ -16,6 +16,7 @@ mod check;
 mod resolve;
 mod scan;
 mod stream;
+mod tidy;
 mod validator;
 
 use std::collections::hash_map::RandomState;
@@ -31,10 +32,10 @@ pub use check::check;
 use resolve::{digester, second_pass};
 use scan::{scan, Limits, Scan};
 use stream::{refuse, stream, Streamed};
+use tidy::{cleanup, interrupted, remove_staging, sweep_others};
 pub use validator::{Counts, Validator};
 
 use crate::checkpoint::{self, Checkpoint, Current, PublishedVersion};
-use crate::compression::OutputCompression;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, Hooks, PausePoint};
@@ -42,9 +43,7 @@ use crate::layout::Layout;
 use crate::lease::{Inherited, Lease, LeaseOptions};
 use crate::progress::Progress;
 use crate::shutdown::Shutdown;
-use crate::store::{
-    CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Sweep, Version,
-};
+use crate::store::{CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Version};
 use crate::summary::{Action, Signal, SpillReport, Summary};
 
 /// Everything a stage needs, opened once per run.
@@ -278,7 +277,13 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result
         return interrupted(ctx, signal, Some(&staged)).await;
     }
     // From here on a signal waits: the publish is followed by its checkpoint.
-    publish_and_commit(ctx, lease, &staged).await
+    let done = publish_and_commit(ctx, lease, &staged).await;
+    if done.is_err() {
+        // A conflict or failure: this run's staging is garbage now. Removed here, not
+        // left to a sweep: a run that lost its lease cannot mark it for one.
+        remove_staging(ctx, &staged).await;
+    }
+    done
 }
 
 /// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
@@ -358,65 +363,6 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
     cleanup(ctx, staged).await;
     crate::history::lap("cleanup");
     Ok(published_summary(ctx, staged, moved))
-}
-
-/// Stopped by a signal before the publish: remove this run's staging (the lease is
-/// released by the caller) and say so.
-async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) -> Result<Summary> {
-    warn!(signal = ?signal, "interrupted before the publish; removing this run's staging");
-    // Collected first: a closure-built iterator held across an await makes the run's
-    // future not `Send`, and inbox runs spawn one task per input.
-    let stagings: Vec<&Staged> = staged
-        .into_iter()
-        .flat_map(|s| std::iter::once(&s.data).chain(&s.quarantine))
-        .collect();
-    for s in stagings {
-        if let Err(e) = ctx.lake.discard(s).await {
-            ctx.clean.store(false, Ordering::SeqCst);
-            warn!(error = %e, "could not remove staging; a later run sweeps it");
-        }
-    }
-    // Uploads dropped mid-stream are found by name: this run's staging only.
-    if let Err(e) = sweep(ctx, Sweep::Own).await {
-        ctx.clean.store(false, Ordering::SeqCst);
-        warn!(error = %e, "could not remove this run's staging; a later run sweeps it");
-    }
-    let summary = Summary {
-        signal: Some(signal),
-        ..ctx.summary(Action::Interrupted)
-    };
-    log_outcome(&summary);
-    Ok(summary)
-}
-
-/// Remove other runs' leftovers of this input (`--sweep-age` and older) before
-/// doing any work.
-async fn sweep_others(ctx: &Ctx<'_>) -> Result<()> {
-    let others = Sweep::Others {
-        older_than: ctx.cfg.sweep_age,
-    };
-    sweep(ctx, others).await
-}
-
-/// Remove leftovers: of crashed runs before doing any work, or this run's own.
-async fn sweep(ctx: &Ctx<'_>, which: Sweep) -> Result<()> {
-    let report = ctx
-        .lake
-        .sweep(&ctx.layout.written(), &ctx.run_id, which)
-        .await?;
-    if report.kept > 0 {
-        // Too young for `--sweep-age`, or a live writer's: a later run sweeps them.
-        ctx.clean.store(false, Ordering::SeqCst);
-        info!(kept = report.kept, "left leftovers of other runs");
-    }
-    if report.aborted_uploads + report.deleted_objects > 0 {
-        info!(
-            aborted_uploads = report.aborted_uploads,
-            deleted_objects = report.deleted_objects,
-            "swept leftovers"
-        );
-    }
-    Ok(())
 }
 
 /// The published object and quarantine as the run saw them when it decided.
@@ -629,37 +575,6 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
             }
         }
         Err(e) => Err(e),
-    }
-}
-
-/// After the checkpoint: staging is garbage, and so is a quarantine of an earlier
-/// publish when this one had none (the new checkpoint no longer names it). A failure
-/// here is logged, not fatal: the publish and checkpoint are done.
-async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
-    for s in std::iter::once(&staged.data).chain(staged.quarantine.as_ref()) {
-        if let Err(e) = ctx.lake.discard(s).await {
-            ctx.clean.store(false, Ordering::SeqCst);
-            warn!(error = %e, "could not remove staging; a later run sweeps it");
-        }
-    }
-    if staged.quarantine.is_none() && staged.seen.quarantine.is_some() {
-        if let Err(e) = ctx.lake.delete(&ctx.layout.quarantine).await {
-            warn!(error = %e, "could not remove the previous quarantine, which no checkpoint names now");
-        }
-    }
-    // Published before under another --output-compression: the job may not delete
-    // in raw/ (least privilege), so the old object stays until an operator removes
-    // it (RUNBOOK); readers would see its events twice.
-    if let Some(prior) = &staged.prior {
-        let before = OutputCompression::ALL
-            .into_iter()
-            .map(|c| ctx.lake.location(&ctx.layout.raw_as(c)))
-            .find(|old| {
-                *old != ctx.lake.location(&ctx.layout.raw) && prior.record.published_path == *old
-            });
-        if let Some(old) = before {
-            warn!(previous = %old, "this input was published under another --output-compression before; that object stays and no checkpoint names it now: remove it (RUNBOOK, changing --output-compression)");
-        }
     }
 }
 

@@ -2,12 +2,15 @@
 //! shows with it how many inputs an unchanged inbox run reads.
 //!
 //! usage: count_gets BUCKET/PREFIX/ -- COMMAND [ARGS...]
+//!        count_gets --by-kind -- COMMAND [ARGS...]
 //!
 //! Starts the end-to-end tests' proxy (`tests/it/support/proxy.rs`, no fault armed) in
 //! front of `AWS_ENDPOINT_URL`, runs COMMAND with `AWS_ENDPOINT_URL` pointing at the
 //! proxy (COMMAND's stdout goes to stderr), then prints the number of path-style
 //! GetObject requests under `/BUCKET/PREFIX/` on stdout and exits with COMMAND's
-//! status (128+N if signal N ended it).
+//! status (128+N if signal N ended it). With `--by-kind`, it prints every request
+//! COMMAND sent instead, counted by operation, as one JSON object (`{"GetObject":N,
+//! ...}`, operations never sent left out): the requests per input of issue 22.
 
 #[allow(dead_code)]
 #[path = "../tests/it/support/proxy.rs"]
@@ -19,7 +22,8 @@ use std::time::Duration;
 
 use proxy::{Op, Proxy};
 
-const USAGE: &str = "usage: count_gets BUCKET/PREFIX/ -- COMMAND [ARGS...]";
+const USAGE: &str =
+    "usage: count_gets BUCKET/PREFIX/ -- COMMAND [ARGS...] | count_gets --by-kind -- COMMAND [ARGS...]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,13 +55,22 @@ fn main() -> ExitCode {
     // Every request COMMAND sent has been answered once it exited; this also lets the
     // proxy see the connections it left close.
     proxy.wait_idle(Duration::from_secs(30));
-    let target = format!("/{under}");
-    let gets = proxy
-        .seen()
-        .iter()
-        .filter(|s| s.op == Op::GetObject && s.target.starts_with(&target))
-        .count();
-    println!("{gets}");
+    if under == "--by-kind" {
+        let mut kinds = std::collections::BTreeMap::new();
+        for s in proxy.seen() {
+            *kinds.entry(format!("{:?}", s.op)).or_insert(0usize) += 1;
+        }
+        let fields: Vec<String> = kinds.iter().map(|(k, n)| format!("\"{k}\":{n}")).collect();
+        println!("{{{}}}", fields.join(","));
+    } else {
+        let target = format!("/{under}");
+        let gets = proxy
+            .seen()
+            .iter()
+            .filter(|s| s.op == Op::GetObject && s.target.starts_with(&target))
+            .count();
+        println!("{gets}");
+    }
     let code = status
         .code()
         .or_else(|| status.signal().map(|n| 128 + n))

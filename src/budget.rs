@@ -33,6 +33,21 @@ pub const RUN_BASE: u64 = 64 << 20;
 /// The least index share a run accepts: below it, spills would be tiny and many.
 pub const MIN_SHARE: u64 = 8 << 20;
 
+/// Most inputs an inbox run without `--jobs` has in flight at once when they are
+/// small: enough to keep a store's request latency hidden on two cores, few enough
+/// that the runs' threads do not crowd them.
+pub const IN_FLIGHT: usize = 16;
+/// What a small input's run holds whatever its size: its threads, the framer's and
+/// the writer's first buffers, its SDK requests.
+pub const SMALL_RUN_BASE: u64 = 4 << 20;
+/// A small input's run holds its content a few times over at most (read chunks,
+/// checked batches, the staged output waiting for its single PUT) plus its index
+/// (64 B per event, events of 200 B and more): charged four times the content.
+pub const SMALL_RUN_PER_BYTE: u64 = 4;
+/// A full run's charge without a budget (no `--max-memory`, no cgroup limit): what
+/// decides which inputs count as small when nothing else does.
+pub const UNBUDGETED_RUN: u64 = 512 << 20;
+
 impl Memory {
     /// The budget from a cgroup limit, if there is one: the limit less an eighth
     /// (at least 64 MiB) for what the kernel charges the pod besides our heap
@@ -86,6 +101,34 @@ impl Memory {
                 Bytes(self.need(parts_in_flight)),
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// What one full run may hold: its share of the budget (`--jobs` divides it), or
+    /// without a budget [`UNBUDGETED_RUN`].
+    pub fn slot(&self) -> u64 {
+        self.per_run().unwrap_or(UNBUDGETED_RUN)
+    }
+
+    /// What an inbox run charges an input of `stored` bytes against its runs' memory
+    /// (`--jobs` full runs' worth): a small input its content's worth, sized as the
+    /// index sizes it (a compressed input's content is estimated from its stored
+    /// size), so that many small inputs share one run's budget; an input whose charge
+    /// reaches a full run's share takes that share.
+    pub fn charge(&self, stored: u64) -> u64 {
+        let content = crate::compression::expected_content(stored);
+        SMALL_RUN_BASE
+            .saturating_add(content.saturating_mul(SMALL_RUN_PER_BYTE))
+            .min(self.slot())
+    }
+
+    /// The most inputs an inbox run has in flight: `--jobs` when given, else
+    /// [`IN_FLIGHT`] when they are small enough to share the budget ([`Self::charge`]).
+    pub fn in_flight(&self, explicit_jobs: bool) -> usize {
+        if explicit_jobs {
+            self.jobs.max(1)
+        } else {
+            IN_FLIGHT.max(self.jobs)
         }
     }
 
@@ -218,6 +261,34 @@ mod tests {
         assert!(e.contains("give at least"), "{e}");
         assert!(Memory::from_flag(256 << 20, 1).check(0).is_ok());
         assert!(Memory::from_cgroup(None, 8).check(1 << 30).is_ok());
+    }
+
+    #[test]
+    fn small_inputs_share_a_run_and_large_ones_take_a_whole_share() {
+        let m = Memory::from_flag(1 << 30, 2);
+        let slot = m.slot();
+        assert_eq!(slot, ((1 << 30) - PROCESS_BASE) / 2);
+        // 216 KB, a thousand events: charged its estimated content four times over.
+        let small = m.charge(216_000);
+        assert_eq!(small, SMALL_RUN_BASE + 4 * 10 * 216_000);
+        assert!(
+            (2 * slot) / small >= IN_FLIGHT as u64,
+            "sixteen such inputs fit in two runs' budgets"
+        );
+        // A day of a gigabyte takes a whole run's share, never more.
+        assert_eq!(m.charge(1 << 30), slot);
+        assert_eq!(m.charge(u64::MAX), slot);
+        // Without a budget, a nominal share decides what is small.
+        let u = Memory::from_cgroup(None, 1);
+        assert_eq!(u.charge(1 << 30), UNBUDGETED_RUN);
+        assert!(u.charge(216_000) < UNBUDGETED_RUN / 16);
+    }
+
+    #[test]
+    fn inputs_in_flight_are_jobs_when_given() {
+        assert_eq!(Memory::from_flag(1 << 30, 1).in_flight(false), IN_FLIGHT);
+        assert_eq!(Memory::from_flag(1 << 30, 1).in_flight(true), 1);
+        assert_eq!(Memory::from_flag(64 << 30, 64).in_flight(true), 64);
     }
 
     #[test]

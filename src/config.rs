@@ -88,7 +88,8 @@ pub struct InboxConfig {
     pub inbox: Location,
     pub pattern: crate::shard::Glob,
     pub min_age: Duration,
-    pub jobs: usize,
+    /// `--jobs`; `None`: bounded by memory (see `inbox::Slots`).
+    pub jobs: Option<usize>,
     pub shard: Option<crate::shard::Shard>,
     pub rehash: bool,
 }
@@ -163,7 +164,7 @@ impl RunPlan {
                 v["inbox"] = json!(i.inbox.to_string());
                 v["match"] = json!(i.pattern.as_str());
                 v["min_age"] = json!(i.min_age.as_secs());
-                v["jobs"] = json!(i.jobs);
+                v["jobs"] = i.jobs.map_or(json!("auto"), |n| json!(n));
                 v["shard"] = json!(i.shard.map(|s| s.to_string()));
                 v["rehash"] = json!(i.rehash);
             }

@@ -1,8 +1,11 @@
 //! `landing run --inbox`: land every input of a folder or S3 prefix (docs/design.md
 //! section 6). Each input goes through [`pipeline::run`], the single-input contract
-//! with its own lease, on a per-input copy of the configuration; up to `--jobs` at
-//! once (cheap-skip checks, which hold no input, up to 16 at once). One input's
-//! refusal, failure or busy lease never stops the others.
+//! with its own lease, on a per-input copy of the configuration. Runs in flight
+//! ([`Slots`]): `--jobs N` runs at once, each with 1/N of the memory budget; without
+//! `--jobs`, bounded by memory: one run's budget, a small input charged by its size,
+//! so many small inputs share it (up to [`crate::budget::IN_FLIGHT`] at once) and a
+//! large one takes all of it. Cheap-skip checks hold no input and run 16 at once. One
+//! input's refusal, failure or busy lease never stops the others.
 //!
 //! **Cheap skips.** Before running an input, the checkpoint is read (no lease: this
 //! reads only) and the input skipped without being read when the listing's size and
@@ -36,8 +39,66 @@ use crate::store::{Listed, Location, Store};
 use crate::summary::{Action, Signal, Summary, Totals};
 
 /// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
-/// full runs are bounded by `--jobs` on top of this.
+/// full runs are bounded by [`Slots`] on top of this.
 const CHEAP_CONCURRENCY: usize = 16;
+
+/// What full runs in flight may hold: `--jobs` runs' budgets, in MiB, and a count.
+/// Both semaphores are fair, so a large input waiting for a whole share is not
+/// overtaken by small ones that came after it.
+pub struct Slots {
+    memory: tokio::sync::Semaphore,
+    count: tokio::sync::Semaphore,
+    budget: crate::budget::Memory,
+    /// `--jobs` was given: every input takes a whole share.
+    explicit: bool,
+    /// All of `memory`'s permits: no charge takes more.
+    capacity: u32,
+}
+
+/// The permits of one full run, given back when it ends.
+pub struct Slot<'a> {
+    _memory: tokio::sync::SemaphorePermit<'a>,
+    _count: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl Slots {
+    /// `explicit`: `--jobs` was given.
+    pub fn new(budget: crate::budget::Memory, explicit: bool) -> Slots {
+        let capacity = mib(budget.slot().saturating_mul(budget.jobs.max(1) as u64));
+        Slots {
+            memory: tokio::sync::Semaphore::new(capacity as usize),
+            count: tokio::sync::Semaphore::new(budget.in_flight(explicit)),
+            budget,
+            explicit,
+            capacity,
+        }
+    }
+
+    /// The most inputs in flight at once.
+    fn in_flight(&self) -> usize {
+        self.budget.in_flight(self.explicit)
+    }
+
+    /// Wait until an input of `stored` bytes fits; `None` if the semaphores closed.
+    pub async fn acquire(&self, stored: u64) -> Option<Slot<'_>> {
+        let charge = match self.explicit {
+            true => self.budget.slot(),
+            false => self.budget.charge(stored),
+        };
+        let units = mib(charge).clamp(1, self.capacity);
+        let count = self.count.acquire().await.ok()?;
+        let memory = self.memory.acquire_many(units).await.ok()?;
+        Some(Slot {
+            _memory: memory,
+            _count: count,
+        })
+    }
+}
+
+/// Bytes in whole MiB, rounded up (a semaphore counts at most `u32::MAX` at once).
+fn mib(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(1 << 20)).unwrap_or(u32::MAX)
+}
 
 /// How often a line reports the inbox's progress when there is no terminal.
 const LOG_EVERY: Duration = Duration::from_secs(30);
@@ -137,15 +198,15 @@ pub struct Landed {
 }
 
 /// Land one input: cheap skip or full run, then its run record. A full run waits
-/// for a slot of `full_runs` first; `None` if a signal came before it got one (the
-/// input was not started).
+/// for its charge of `full_runs` first; `None` if a signal came before it got it
+/// (the input was not started).
 pub async fn land_one(
     cfg: &Config,
     hooks: &Hooks,
     shutdown: &Shutdown,
     lake: Option<&Arc<dyn Store>>,
     try_cheap: bool,
-    full_runs: Option<&tokio::sync::Semaphore>,
+    full_runs: Option<&Slots>,
 ) -> Option<Landed> {
     let (ran, trace) = history::traced(async {
         let started = Instant::now();
@@ -170,12 +231,13 @@ pub async fn land_one(
                 }
             }
         }
-        // Only full runs count against --jobs: a cheap skip holds no input in memory.
-        let _permit = match full_runs {
-            Some(sem) => tokio::select! {
+        // Only full runs are charged: a cheap skip holds no input in memory.
+        let stored = cfg.input_meta.as_ref().map_or(u64::MAX, |m| m.size);
+        let _slot = match full_runs {
+            Some(slots) => tokio::select! {
                 biased;
                 _ = shutdown.signalled() => return None,
-                permit = sem.acquire() => permit.ok(),
+                slot = slots.acquire(stored) => slot,
             },
             None => None,
         };
@@ -377,7 +439,7 @@ struct Shared {
     totals: Mutex<Totals>,
     /// No input is started after a signal.
     shutdown: Shutdown,
-    full_runs: tokio::sync::Semaphore,
+    full_runs: Slots,
     recorder: crate::metrics::Recorder,
 }
 
@@ -424,7 +486,7 @@ pub async fn run(
         finished: AtomicUsize::new(0),
         totals: Mutex::new(Totals::default()),
         shutdown: shutdown.clone(),
-        full_runs: tokio::sync::Semaphore::new(ic.jobs),
+        full_runs: Slots::new(ic.base.memory, ic.jobs.is_some()),
         recorder: recorder.clone(),
     });
     // SIGTERM/SIGINT: the runs in flight stop on their own (they share the token);
@@ -459,7 +521,7 @@ pub async fn run(
     Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
 }
 
-/// Land `items`, up to `--jobs` full runs at once. With `defer_busy`, an input whose
+/// Land `items`, full runs as [`Slots`] allow. With `defer_busy`, an input whose
 /// lease is held is neither counted nor printed but returned, with the wait it has
 /// left (`--lease-wait` from now), for a later pass.
 async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> Vec<Item> {
@@ -468,8 +530,8 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
     let deferred = Arc::new(Mutex::new(Vec::new()));
     let mut workers = tokio::task::JoinSet::new();
     let checkers = shared
-        .ic
-        .jobs
+        .full_runs
+        .in_flight()
         .max(CHEAP_CONCURRENCY)
         .min(items.len().max(1));
     for _ in 0..checkers {

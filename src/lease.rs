@@ -14,6 +14,11 @@
 //! resumes. Release is a conditional overwrite with a
 //! released record, never a DELETE: a retried DELETE could remove the next holder's
 //! lease. Promotion and checkpoint stay conditional anyway (the fence).
+//!
+//! The released record also says whether its holder left the input's staging clean
+//! (`clean`), so the next holder knows whether a sweep can find anything
+//! ([`Inherited`]): a holder that died never released, so its lease is taken over,
+//! never inherited clean.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -46,6 +51,23 @@ pub struct LeaseRecord {
     /// Set by a holder that finished: the lease is free, whatever `expires_at` says.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
+    /// Set on release by a holder that left no staging of this input behind: it
+    /// removed its own and every leftover its sweep found (or it needed none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clean: bool,
+}
+
+/// What a new holder knows of the staging the input's earlier runs left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inherited {
+    /// No lease existed: no run of this input ever held one, unless one was deleted
+    /// by hand (then the checkpoint tells: see the pipeline's sweep).
+    Fresh,
+    /// The previous holder released it clean: nothing to sweep.
+    Clean,
+    /// Taken over from a holder that died or stalled, or released by one that could
+    /// not clean up (or by a version that did not say): sweep.
+    Unknown,
 }
 
 impl LeaseRecord {
@@ -85,6 +107,7 @@ pub struct Lease {
     deadline: Deadline,
     stop: Option<oneshot::Sender<()>>,
     renewer: Option<tokio::task::JoinHandle<()>>,
+    inherited: Inherited,
 }
 
 fn now() -> OffsetDateTime {
@@ -138,6 +161,7 @@ fn holder_is_dead(held: &LeaseRecord) -> bool {
 fn record_for(run_id: &str, ttl: Duration, acquired_at: &str) -> LeaseRecord {
     LeaseRecord {
         released: false,
+        clean: false,
         run_id: run_id.to_owned(),
         host: hostname(),
         pid: std::process::id(),
@@ -170,11 +194,11 @@ impl Lease {
         // The lease can only have been written after this instant.
         let started = Instant::now();
         deadline_cell.set(Some(deadline(started, opts)));
-        let version = match store
+        let (version, inherited) = match store
             .put_small(key, body.clone(), Condition::IfAbsent)
             .await
         {
-            Ok(v) => v,
+            Ok(v) => (v, Inherited::Fresh),
             Err(Error::Precondition { .. }) => {
                 Self::take_over(&*store, key, run_id, body, opts).await?
             }
@@ -190,9 +214,15 @@ impl Lease {
             deadline: deadline_cell,
             stop: None,
             renewer: None,
+            inherited,
         };
         lease.start_renewal(opts, acquired_at);
         Ok(lease)
+    }
+
+    /// What this holder knows of the staging earlier runs left (see [`Inherited`]).
+    pub fn inherited(&self) -> Inherited {
+        self.inherited
     }
 
     /// The lease exists: take it only if it has expired, by replacing that exact version.
@@ -202,25 +232,26 @@ impl Lease {
         run_id: &str,
         body: Bytes,
         opts: LeaseOptions,
-    ) -> Result<String> {
+    ) -> Result<(String, Inherited)> {
         let location = store.location(key);
         let Some(current) = store.get_small(key).await? else {
             // Deleted between our create and our read: one more create, no loop. Losing
-            // that race too means another run holds it now.
+            // that race too means another run holds it now. Deleted by hand, so
+            // nothing is known of what its holder left.
             return match store.put_small(key, body, Condition::IfAbsent).await {
                 Err(Error::Precondition { .. }) => Err(Error::Busy {
                     location: location.clone(),
                     holder: "another run that created it just now".into(),
                     expires_at: "its TTL".into(),
                 }),
-                other => other,
+                other => other.map(|v| (v, Inherited::Unknown)),
             };
         };
         if let Ok(held) = serde_json::from_slice::<LeaseRecord>(&current.bytes) {
             if held.run_id == run_id {
                 // Our own create landed but its answer was lost and the SDK's retry
-                // met our object: the lease is ours.
-                return Ok(current.version);
+                // met our object: the lease is ours, and it was absent before.
+                return Ok((current.version, Inherited::Fresh));
             }
         }
         let held: LeaseRecord =
@@ -243,22 +274,27 @@ impl Lease {
         if expires > now() && !dead && !held.released {
             return Err(busy());
         }
+        let inherited = if held.released && held.clean {
+            Inherited::Clean
+        } else {
+            Inherited::Unknown
+        };
         match store
             .put_small(key, body, Condition::IfMatch(current.version))
             .await
         {
             Ok(v) if held.released => {
-                tracing::debug!(lease = %location, previous_holder = %held.run_id, "lease was released; taken");
-                Ok(v)
+                tracing::debug!(lease = %location, previous_holder = %held.run_id, clean = held.clean, "lease was released; taken");
+                Ok((v, inherited))
             }
             Ok(v) => {
                 tracing::warn!(lease = %location, previous_holder = %held.run_id, expired_at = %held.expires_at, holder_dead = dead, "took over a stale lease");
-                Ok(v)
+                Ok((v, inherited))
             }
             // Our replace may have landed with its answer lost, so the SDK's retry met
             // our own record; otherwise someone else took it over (or renewed it) first.
             Err(Error::Precondition { .. }) => match store.get_small(key).await? {
-                Some(now) if record_names(&now.bytes, run_id) => Ok(now.version),
+                Some(now) if record_names(&now.bytes, run_id) => Ok((now.version, inherited)),
                 _ => Err(busy()),
             },
             Err(e) => Err(e),
@@ -364,7 +400,8 @@ impl Lease {
     }
 
     /// Stop renewing and mark the lease released, only if it is still our version.
-    pub async fn release(mut self) -> Result<()> {
+    /// `clean`: this run left none of the input's staging behind (see [`Inherited`]).
+    pub async fn release(mut self, clean: bool) -> Result<()> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -384,6 +421,7 @@ impl Lease {
         let ours = self.version.lock().await.clone();
         let mut record = record_for(&self.run_id, Duration::ZERO, &rfc3339(now()));
         record.released = true;
+        record.clean = clean;
         match self
             .store
             .put_small(&self.key, encode(&record), Condition::IfMatch(ours))
@@ -611,7 +649,7 @@ mod tests {
         )
         .await
         .unwrap();
-        a.release().await.unwrap();
+        a.release(false).await.unwrap();
         let left = store.get_small("l.lock").await.unwrap().unwrap();
         assert!(Lease::is_free(&left.bytes));
         let b = Lease::acquire(
@@ -646,9 +684,47 @@ mod tests {
             .put_small("l.lock", other.clone(), Condition::None)
             .await
             .unwrap();
-        a.release().await.unwrap();
+        a.release(true).await.unwrap();
         let left = store.get_small("l.lock").await.unwrap().unwrap();
         assert_eq!(left.bytes, other, "a's release changed b's lease");
+    }
+
+    /// A fresh lease, one released clean, one released otherwise and one taken over
+    /// from a dead holder: only the clean release spares the next holder its sweep.
+    #[tokio::test]
+    async fn the_next_holder_knows_whether_the_last_one_left_staging_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let take = |run: &'static str| {
+            Lease::acquire(
+                store.clone(),
+                "l.lock",
+                run,
+                opts(Duration::from_secs(60)),
+                Deadline::default(),
+            )
+        };
+        let a = take("a").await.unwrap();
+        assert_eq!(a.inherited(), Inherited::Fresh);
+        a.release(true).await.unwrap();
+        let b = take("b").await.unwrap();
+        assert_eq!(b.inherited(), Inherited::Clean);
+        b.release(false).await.unwrap();
+        let c = take("c").await.unwrap();
+        assert_eq!(c.inherited(), Inherited::Unknown, "released, not clean");
+        c.release(true).await.unwrap();
+        // A holder that died: an expired record, never released (it says nothing of
+        // `clean`, and an older version's released record did not either).
+        let dead = serde_json::json!({
+            "run_id": "dead", "host": "h", "pid": 1, "acquired_at": "2020-01-01T00:00:00Z",
+            "expires_at": "2020-01-01T00:01:00Z"
+        });
+        store
+            .put_small("l.lock", dead.to_string().into(), Condition::None)
+            .await
+            .unwrap();
+        let d = take("d").await.unwrap();
+        assert_eq!(d.inherited(), Inherited::Unknown, "taken over");
     }
 
     #[tokio::test]

@@ -171,9 +171,9 @@ pub struct InboxArgs {
     #[arg(long, env = "LANDING_MIN_AGE", default_value_t = 0)]
     pub min_age: u64,
 
-    /// Inputs landed at once; memory is bounded by N times one run's budget.
-    #[arg(long, env = "LANDING_JOBS", default_value_t = 1)]
-    pub jobs: usize,
+    /// Inputs landed at once, each with 1/N of the memory budget. Unset: bounded by memory, small inputs sharing one run's budget by their size (up to 16 at once).
+    #[arg(long, env = "LANDING_JOBS")]
+    pub jobs: Option<usize>,
 
     /// Take only shard I of N (`I/N`, 0 <= I < N) by a stable hash of the input name.
     #[arg(long, env = "LANDING_SHARD", conflicts_with = "shards")]
@@ -422,7 +422,7 @@ impl RunArgs {
             }
             (None, Some(inbox)) => {
                 let inbox = absolute(Location::parse(inbox)?, "--inbox")?;
-                if i.jobs == 0 || i.jobs > 256 {
+                if i.jobs.is_some_and(|j| j == 0 || j > 256) {
                     return Err(Error::Config("--jobs must be between 1 and 256".into()));
                 }
                 let shard = match (&i.shard, i.shards) {
@@ -440,7 +440,7 @@ impl RunArgs {
                 };
                 let mut base = a.config(inbox.clone())?;
                 base.reland_other_contract = i.rehash;
-                base.memory = a.common.memory(i.jobs)?;
+                base.memory = a.common.memory(i.jobs.unwrap_or(1))?;
                 base.memory
                     .check(base.parts_in_flight())
                     .map_err(Error::Config)?;

@@ -4,6 +4,7 @@
 //! lease → prepare (read checkpoint, sweep, read what is published, probe copy
 //! conditions: independent, so sent together) → (hash, skip?) → stream + stage →
 //! publish → checkpoint (last, compare-and-swap) → cleanup → release.
+//! The sweep runs only when an earlier holder may have left staging (see `decide`).
 //!
 //! Fencing: what the run saw of the published object when it decided is the
 //! condition of its promotion, the checkpoint it read is the condition of its
@@ -15,10 +16,12 @@ mod check;
 mod resolve;
 mod scan;
 mod stream;
+mod tidy;
 mod validator;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,20 +32,18 @@ pub use check::check;
 use resolve::{digester, second_pass};
 use scan::{scan, Limits, Scan};
 use stream::{refuse, stream, Streamed};
+use tidy::{cleanup, interrupted, remove_staging, sweep_others};
 pub use validator::{Counts, Validator};
 
 use crate::checkpoint::{self, Checkpoint, Current, PublishedVersion};
-use crate::compression::OutputCompression;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, Hooks, PausePoint};
 use crate::layout::Layout;
-use crate::lease::{Lease, LeaseOptions};
+use crate::lease::{Inherited, Lease, LeaseOptions};
 use crate::progress::Progress;
 use crate::shutdown::Shutdown;
-use crate::store::{
-    CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Sweep, Version,
-};
+use crate::store::{CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Version};
 use crate::summary::{Action, Signal, SpillReport, Summary};
 
 /// Everything a stage needs, opened once per run.
@@ -55,6 +56,10 @@ struct Ctx<'a> {
     lake: Arc<dyn Store>,
     layout: Layout,
     hooks: Hooks,
+    /// Cleared when this run may leave staging of the input behind: a removal of its
+    /// own failed, or its sweep left another run's leftovers. Its lease is released
+    /// clean only if this stays set and the run succeeded (see [`Inherited`]).
+    clean: AtomicBool,
 }
 
 impl Ctx<'_> {
@@ -194,9 +199,12 @@ async fn run_in_span(
         lake,
         layout,
         hooks,
+        clean: AtomicBool::new(true),
     };
     let result = run_leased(&ctx, &lease, shutdown).await;
-    if let Err(e) = lease.release().await {
+    // A failed run may have left staging anywhere: the next holder sweeps.
+    let clean = result.is_ok() && ctx.clean.load(Ordering::SeqCst);
+    if let Err(e) = lease.release(clean).await {
         warn!(error = %e, "could not release the lease; it expires on its own");
     }
     result
@@ -269,15 +277,22 @@ async fn run_leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result
         return interrupted(ctx, signal, Some(&staged)).await;
     }
     // From here on a signal waits: the publish is followed by its checkpoint.
-    publish_and_commit(ctx, lease, &staged).await
+    let done = publish_and_commit(ctx, lease, &staged).await;
+    if done.is_err() {
+        // A conflict or failure: this run's staging is garbage now. Removed here, not
+        // left to a sweep: a run that lost its lease cannot mark it for one.
+        remove_staging(ctx, &staged).await;
+    }
+    done
 }
 
 /// Up to the publish: checkpoint, sweep, skip rule, stream and staging.
 async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
-    // Four independent round trips (six for the probe, once per store) go out
+    // Up to four independent round trips (six for the probe, once per store) go out
     // together: none reads what another writes. The probe only touches this run's own
-    // staging, which the sweep of others' leftovers never takes.
+    // staging, which the sweep of others' leftovers never takes. The sweep only if the
+    // lease was taken over, or released by a run that did not leave staging clean.
     let (fence, prior, (), seen) = tokio::try_join!(
         async {
             let fence = ctx.lake.fencing(&ctx.layout.raw, &ctx.run_id).await;
@@ -290,14 +305,19 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
                 .map_err(at(Step::ReadCheckpoint))
         },
         async {
-            let others = Sweep::Others {
-                older_than: ctx.cfg.sweep_age,
-            };
-            sweep(ctx, others).await.map_err(at(Step::Sweep))
+            if lease.inherited() != Inherited::Unknown {
+                return Ok(());
+            }
+            sweep_others(ctx).await.map_err(at(Step::Sweep))
         },
         // What readers see now is the condition of our promotion (the fence).
         async { Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
     )?;
+    // No lease existed, yet the input was landed before: its lease was deleted by
+    // hand, and whatever its holder left is unknown.
+    if lease.inherited() == Inherited::Fresh && prior.is_some() {
+        sweep_others(ctx).await.map_err(at(Step::Sweep))?;
+    }
     if fence.verdict() != CopyFence::Fenced {
         warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
     }
@@ -343,49 +363,6 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
     cleanup(ctx, staged).await;
     crate::history::lap("cleanup");
     Ok(published_summary(ctx, staged, moved))
-}
-
-/// Stopped by a signal before the publish: remove this run's staging (the lease is
-/// released by the caller) and say so.
-async fn interrupted(ctx: &Ctx<'_>, signal: Signal, staged: Option<&StagedRun>) -> Result<Summary> {
-    warn!(signal = ?signal, "interrupted before the publish; removing this run's staging");
-    // Collected first: a closure-built iterator held across an await makes the run's
-    // future not `Send`, and inbox runs spawn one task per input.
-    let stagings: Vec<&Staged> = staged
-        .into_iter()
-        .flat_map(|s| std::iter::once(&s.data).chain(&s.quarantine))
-        .collect();
-    for s in stagings {
-        if let Err(e) = ctx.lake.discard(s).await {
-            warn!(error = %e, "could not remove staging; a later run sweeps it");
-        }
-    }
-    // Uploads dropped mid-stream are found by name: this run's staging only.
-    if let Err(e) = sweep(ctx, Sweep::Own).await {
-        warn!(error = %e, "could not remove this run's staging; a later run sweeps it");
-    }
-    let summary = Summary {
-        signal: Some(signal),
-        ..ctx.summary(Action::Interrupted)
-    };
-    log_outcome(&summary);
-    Ok(summary)
-}
-
-/// Remove leftovers: of crashed runs before doing any work, or this run's own.
-async fn sweep(ctx: &Ctx<'_>, which: Sweep) -> Result<()> {
-    let report = ctx
-        .lake
-        .sweep(&ctx.layout.written(), &ctx.run_id, which)
-        .await?;
-    if report.aborted_uploads + report.deleted_objects > 0 {
-        info!(
-            aborted_uploads = report.aborted_uploads,
-            deleted_objects = report.deleted_objects,
-            "swept leftovers"
-        );
-    }
-    Ok(())
 }
 
 /// The published object and quarantine as the run saw them when it decided.
@@ -598,36 +575,6 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
             }
         }
         Err(e) => Err(e),
-    }
-}
-
-/// After the checkpoint: staging is garbage, and so is a quarantine of an earlier
-/// publish when this one had none (the new checkpoint no longer names it). A failure
-/// here is logged, not fatal: the publish and checkpoint are done.
-async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
-    for s in std::iter::once(&staged.data).chain(staged.quarantine.as_ref()) {
-        if let Err(e) = ctx.lake.discard(s).await {
-            warn!(error = %e, "could not remove staging; a later run sweeps it");
-        }
-    }
-    if staged.quarantine.is_none() && staged.seen.quarantine.is_some() {
-        if let Err(e) = ctx.lake.delete(&ctx.layout.quarantine).await {
-            warn!(error = %e, "could not remove the previous quarantine, which no checkpoint names now");
-        }
-    }
-    // Published before under another --output-compression: the job may not delete
-    // in raw/ (least privilege), so the old object stays until an operator removes
-    // it (RUNBOOK); readers would see its events twice.
-    if let Some(prior) = &staged.prior {
-        let before = OutputCompression::ALL
-            .into_iter()
-            .map(|c| ctx.lake.location(&ctx.layout.raw_as(c)))
-            .find(|old| {
-                *old != ctx.lake.location(&ctx.layout.raw) && prior.record.published_path == *old
-            });
-        if let Some(old) = before {
-            warn!(previous = %old, "this input was published under another --output-compression before; that object stays and no checkpoint names it now: remove it (RUNBOOK, changing --output-compression)");
-        }
     }
 }
 

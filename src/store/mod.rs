@@ -204,6 +204,18 @@ impl Gate {
         Ok(())
     }
 
+    /// Called by a backend right before a write to the run's staging: `Conflict` once
+    /// the deadline has passed, so a run that stalled past it adds nothing to
+    /// staging after another run took its lease and swept (no freeze points here).
+    pub fn before_staging(&self, location: &str) -> Result<()> {
+        if self.deadline.passed() {
+            return Err(Error::Conflict(format!(
+                "conflict: this run's lease deadline passed before its staging write to {location} (the run was stopped or stalled); nothing was written. Rerun to reconcile"
+            )));
+        }
+        Ok(())
+    }
+
     /// Crash drills: called by a backend right after part `number` of a multipart
     /// staging upload was acknowledged.
     pub fn after_part(&self, number: u32) {
@@ -413,13 +425,23 @@ impl Sweep {
             }
         }
     }
+
+    /// Is a leftover of run `owner` that this sweep does not take one that stays
+    /// behind (another run's), rather than the sweeping run's own?
+    pub fn leaves(self, run_id: &str, owner: &str) -> bool {
+        matches!(self, Sweep::Others { .. }) && owner != run_id
+    }
 }
 
-/// What a sweep removed.
+/// What a sweep removed, and what it found but left.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SweepReport {
     pub aborted_uploads: u64,
     pub deleted_objects: u64,
+    /// Other runs' leftovers of these destinations that stay: younger than
+    /// `older_than`, or (local) still locked by a live writer. A run that leaves
+    /// some does not release its lease clean (see [`crate::lease::Inherited`]).
+    pub kept: u64,
 }
 
 /// The storage operations the run contract needs, and nothing more.

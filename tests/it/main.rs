@@ -18,6 +18,7 @@ mod kill;
 mod lease;
 mod metrics;
 mod s3;
+mod small;
 mod spill;
 mod store_conformance;
 mod terminal;

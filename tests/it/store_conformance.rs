@@ -6,14 +6,16 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 use landing::store::local::LocalStore;
 use landing::store::s3::S3Store;
 use landing::store::s3::{ChecksumMode, ConditionalCopy, S3Options};
-use landing::store::{Condition, CopyFence, Expect, ObjectMeta, Staged, Store, Sweep, Upload};
+use landing::store::{
+    Condition, CopyFence, Expect, Gate, ObjectMeta, Staged, Store, Sweep, Upload,
+};
 use landing::Error;
 use tokio::io::AsyncReadExt;
 
@@ -605,27 +607,22 @@ async fn sweep_on_moto_aborts_young_uploads_too_as_moto_dates_them_2010(fx: &Fix
 /// The sweep case; `uploads_dated_2010` is moto's quirk above.
 async fn sweep_leftovers(fx: &Fixture, uploads_dated_2010: bool) {
     let store = fx.store();
+    // Past one 5 MiB part: an S3 backend holds a smaller output in memory for a
+    // single PutObject and starts its multipart upload only then.
+    let past_a_part = |seed| Bytes::from(pattern(5 * MIB + 8, seed));
     // Leftovers of a crash: an incomplete upload (run-old), a completed staging object
     // never cleaned up (run-old2), the current run's own upload, and another input's.
-    let old_upload = stage(&*store, &spec("a.jsonl", RUN_OLD)).await;
-    let mut old_upload = old_upload;
-    old_upload
-        .write(Bytes::from_static(b"{\"x\":1}\n"))
-        .await
-        .expect("write");
+    let mut old_upload = stage(&*store, &spec("a.jsonl", RUN_OLD)).await;
+    old_upload.write(past_a_part(1)).await.expect("write");
     // A crashed run leaves its upload or temp file behind and, being dead, no lock
     // on it: drop the handle (no backend deletes anything on drop).
     drop(old_upload);
     stage_bytes(&*store, &spec("a.jsonl", RUN_OLD2), b"{\"x\":2}\n", 8).await;
     let mut own = stage(&*store, &spec("a.jsonl", RUN_CUR)).await;
-    own.write(Bytes::from_static(b"{\"x\":3}\n"))
-        .await
-        .expect("write");
+    let own_bytes = past_a_part(3);
+    own.write(own_bytes.clone()).await.expect("write");
     let mut other: Box<dyn Upload> = stage(&*store, &spec("b.jsonl", RUN_OLD)).await;
-    other
-        .write(Bytes::from_static(b"{\"x\":4}\n"))
-        .await
-        .expect("write");
+    other.write(past_a_part(4)).await.expect("write");
     drop(other);
 
     let dest_keys = ["raw/progress/a.jsonl".to_owned()];
@@ -643,8 +640,12 @@ async fn sweep_leftovers(fx: &Fixture, uploads_dated_2010: bool) {
     let young = if moto { (1, 0) } else { (0, 0) };
     assert_eq!((report.aborted_uploads, report.deleted_objects), young);
     assert_eq!(fx.all_keys().await, before_keys);
+    // What it left of a.jsonl is reported: the other runs' two leftovers (on moto its
+    // upload went), never the sweeping run's own, nor b.jsonl's.
+    assert_eq!(report.kept, if moto { 1 } else { 2 }, "kept: {report:?}");
 
     let report = sweep(Duration::ZERO).await.expect("sweep");
+    assert_eq!(report.kept, 0, "nothing of other runs left: {report:?}");
     let keys = fx.all_keys().await;
     if fx.is_s3() {
         assert_eq!(
@@ -683,10 +684,7 @@ async fn sweep_leftovers(fx: &Fixture, uploads_dated_2010: bool) {
     promote(&*store, &staged, &Expect::Absent)
         .await
         .expect("promote");
-    assert_eq!(
-        read_all(&*store, "raw/progress/a.jsonl").await,
-        b"{\"x\":3}\n"
-    );
+    assert!(read_all(&*store, "raw/progress/a.jsonl").await == own_bytes);
 }
 
 /// `fencing` reports what the store does with a copy's destination condition, and
@@ -830,6 +828,39 @@ impl Fixture {
     }
 }
 
+/// A run past its lease's deadline adds nothing to staging, so a run that took its
+/// lease over and swept finds everything it left: a new staging is refused, and on
+/// S3 so is the single PutObject of an output started before the deadline.
+async fn staging_past_the_deadline_writes_nothing(fx: &Fixture) {
+    let gate = Gate::default();
+    let store = fx.store().with_run_gate(gate.clone());
+    let mut started = stage(&*store, &spec("a.jsonl", RUN_1)).await;
+    started
+        .write(Bytes::from_static(b"{\"x\":1}\n"))
+        .await
+        .expect("write");
+    gate.deadline.set(Some(Instant::now()));
+    match store.stage("raw/progress/b.jsonl", RUN_1).await {
+        Err(Error::Conflict(m)) => assert!(m.contains("lease deadline passed"), "{m}"),
+        Err(e) => panic!("a staging past the deadline failed otherwise: {e}"),
+        Ok(_) => panic!("a staging started past the deadline"),
+    }
+    if fx.is_s3() {
+        match started.complete().await {
+            Err(Error::Conflict(m)) => assert!(m.contains("lease deadline passed"), "{m}"),
+            other => panic!("a staging completed past the deadline: {:?}", other.err()),
+        }
+        assert_eq!(fx.all_keys().await, BTreeSet::new(), "nothing staged");
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    } else {
+        // A local staging is its temp file, created before the deadline; b's is not.
+        assert_eq!(
+            fx.all_keys().await,
+            BTreeSet::from([format!("raw/progress/.a.jsonl.{RUN_1}.tmp")])
+        );
+    }
+}
+
 // Cases every backend must pass: a local folder and each S3 server.
 /// `leftovers` (what `landing status` reports) lists a staging that completed but
 /// was never promoted, as a run killed after staging leaves it; never a published
@@ -876,6 +907,7 @@ matrix! {
     async stage_complete_promote_publishes_exact_bytes: [local, seaweed, moto, localstack] => Fixture::run;
     async staged_object_is_invisible_before_promote: [local, seaweed, moto, localstack] => Fixture::run;
     async abort_leaves_nothing_behind: [local, seaweed, moto, localstack] => Fixture::run;
+    async staging_past_the_deadline_writes_nothing: [local, seaweed, moto, localstack] => Fixture::run;
     async multi_part_staging_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
     async empty_output_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
     async multipart_copy_promotion_round_trips: [local, seaweed, moto, localstack] => Fixture::run;

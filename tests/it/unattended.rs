@@ -518,6 +518,14 @@ fn stale_guard_files_are_reported_and_removed(kind: Kind) {
     day.extend_from_slice(b"not json\n");
     let input = w.put_input(NAME, &day);
     assert_eq!(w.run(&input, &["--max-rejected-lines", "1"]).code, Some(0));
+    // The lake as an earlier version left it: guard files beside the destinations,
+    // and a released lease that says nothing of its staging (so the next run sweeps).
+    let lock = format!("locks/progress/{NAME}.lock");
+    let mut lease: serde_json::Value =
+        serde_json::from_slice(&w.get(&lock).expect("a released lease")).unwrap();
+    assert_eq!(lease["released"], true, "{lease}");
+    lease.as_object_mut().unwrap().remove("clean");
+    w.put(&lock, lease.to_string().as_bytes());
     w.put(&format!("raw/progress/.{NAME}.cas"), b"");
     w.put(
         &format!("quarantine/progress/.{NAME}.rejects.jsonl.cas"),

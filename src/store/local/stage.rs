@@ -23,6 +23,7 @@ impl LocalStore {
         pass: u8,
     ) -> Result<Box<dyn Upload>> {
         let dest = self.path(dest_key)?;
+        self.gate.before_staging(&dest.display().to_string())?;
         let tmp = match pass {
             1 => temp_path(&dest, run_id),
             n => temp_path(&dest, &format!("{run_id}.p{n}")),
@@ -180,11 +181,15 @@ pub(super) fn sweep_blocking(
             };
             let Ok(md) = entry.metadata() else { continue };
             if !which.takes(run_id, tag, md.modified().ok(), now) {
+                report.kept += u64::from(which.leaves(run_id, tag));
                 continue;
             }
             if remove_unless_live(&entry.path()).map_err(|e| root.err("sweep", &entry.path(), e))? {
                 report.deleted_objects += 1;
                 removed = true;
+            } else if entry.path().exists() {
+                // A live writer holds it (a frozen run, say).
+                report.kept += 1;
             }
         }
         if removed {

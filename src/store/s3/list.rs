@@ -2,6 +2,7 @@
 //! reports, and the sweep of staging objects and incomplete multipart uploads.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use aws_smithy_types::DateTime;
@@ -133,6 +134,7 @@ impl S3Store {
         let mut report = SweepReport::default();
         for (folder, names) in &folders {
             let prefix = self.full_key(folder);
+            let kept = AtomicU64::new(0);
             // `<folder><run id>/[<scratch>/]<name>`: the run is the first segment.
             let eligible = |full: &str, when: Option<&DateTime>| -> bool {
                 let Some(in_folder) = self
@@ -144,10 +146,18 @@ impl S3Store {
                 let owner = in_folder.split('/').next().unwrap_or_default();
                 let name = in_folder.rsplit('/').next().unwrap_or_default();
                 let modified = when.and_then(|t| SystemTime::try_from(*t).ok());
-                names.contains(name) && which.takes(run_id, owner, modified, now)
+                if !names.contains(name) {
+                    return false;
+                }
+                let taken = which.takes(run_id, owner, modified, now);
+                if !taken && which.leaves(run_id, owner) {
+                    kept.fetch_add(1, Ordering::Relaxed);
+                }
+                taken
             };
             report.aborted_uploads += self.sweep_uploads(&prefix, &eligible).await?;
             report.deleted_objects += self.sweep_objects(&prefix, &eligible).await?;
+            report.kept += kept.load(Ordering::Relaxed);
         }
         Ok(report)
     }

@@ -4,8 +4,8 @@
 //! | contract step | S3 operations | file |
 //! |---|---|---|
 //! | read the input | one streaming `GetObject`, with a stall timeout on the body | `object.rs` |
-//! | stage | `CreateMultipartUpload` on `staging/<product>/<run id>/<name>`, parts uploaded while the caller keeps writing | `upload.rs` |
-//! | staging complete | `CompleteMultipartUpload` (an empty output is a plain empty `PutObject`) | `upload.rs` |
+//! | stage | `staging/<product>/<run id>/<name>`: held in memory up to one part; past it, `CreateMultipartUpload` and parts uploaded while the caller keeps writing | `upload.rs` |
+//! | staging complete | an output within one part (or empty): one `PutObject`; else `CompleteMultipartUpload` | `upload.rs` |
 //! | publish | `CopyObject` staging → `raw/…` with `If-Match: <raw ETag seen at the decision>` or `If-None-Match: *` (above `copy_threshold`: `UploadPartCopy` parts + a conditional `CompleteMultipartUpload`), then `HeadObject` to verify size and ETag | `copy.rs` |
 //! | is the copy fenced? | a probe on scratch keys, once per store | `fence.rs` |
 //! | checkpoint / lease | `PutObject` with `If-None-Match: *` or `If-Match: <etag>` | `object.rs` |

@@ -24,7 +24,9 @@ pub(super) const MAX_PART: u64 = 5 << 30;
 pub(super) const MAX_PARTS: u64 = 10_000;
 
 impl S3Store {
-    /// [`crate::store::Store::stage`]: a multipart upload on the run's staging key.
+    /// [`crate::store::Store::stage`]: the run's staging key, written by a single
+    /// `PutObject` when the output fits in one part, else by a multipart upload
+    /// started once the first part is full.
     pub(super) async fn start_upload(
         &self,
         dest_key: &str,
@@ -34,35 +36,20 @@ impl S3Store {
         let staging_key = self.staging_key(dest_key, run_id, scratch);
         let full = self.full_key(&staging_key);
         let loc = self.loc_full(&full);
-        let mut req = self
-            .client
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(&full)
-            .metadata(RUN_ID_META, run_id);
-        if self.part_checksums {
-            req = req.checksum_algorithm(ChecksumAlgorithm::Crc32);
-        }
-        let out = req
-            .send()
-            .await
-            .map_err(|e| map_err("CreateMultipartUpload", &loc, e, Cond::None))?;
-        let upload_id = out
-            .upload_id()
-            .ok_or_else(|| protocol("CreateMultipartUpload", &loc, "answer carries no UploadId"))?
-            .to_owned();
+        // Nothing is sent yet, but a run past its deadline starts no staging at all.
+        self.gate.before_staging(&loc)?;
         let part_size = (self.cfg.part_size as u64).clamp(MIN_PART, MAX_PART) as usize;
         Ok(Box::new(S3Upload {
-            ctx: Arc::new(PartCtx {
+            target: Target {
                 client: self.client.clone(),
                 bucket: self.bucket.clone(),
                 key: full,
-                upload_id,
                 location: loc,
                 checksums: self.part_checksums,
                 gate: self.gate.clone(),
                 run_id: run_id.to_owned(),
-            }),
+            },
+            ctx: None,
             staging_key,
             dest_key: dest_key.to_owned(),
             part_size,
@@ -74,6 +61,82 @@ impl S3Store {
             done: Vec::new(),
             failed: false,
         }))
+    }
+}
+
+/// Where a staging object goes, and who writes it.
+#[derive(Clone)]
+struct Target {
+    client: Client,
+    bucket: String,
+    key: String,
+    location: String,
+    checksums: bool,
+    /// Its hooks fire inside a part's upload (crash drills).
+    gate: Gate,
+    run_id: String,
+}
+
+impl Target {
+    /// `CreateMultipartUpload`: the output does not fit in one part.
+    async fn create(&self) -> Result<PartCtx> {
+        self.gate.before_staging(&self.location)?;
+        let mut req = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .metadata(RUN_ID_META, &self.run_id);
+        if self.checksums {
+            req = req.checksum_algorithm(ChecksumAlgorithm::Crc32);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| map_err("CreateMultipartUpload", &self.location, e, Cond::None))?;
+        let upload_id = out
+            .upload_id()
+            .ok_or_else(|| {
+                protocol(
+                    "CreateMultipartUpload",
+                    &self.location,
+                    "answer carries no UploadId",
+                )
+            })?
+            .to_owned();
+        Ok(PartCtx {
+            client: self.client.clone(),
+            bucket: self.bucket.clone(),
+            key: self.key.clone(),
+            upload_id,
+            location: self.location.clone(),
+            checksums: self.checksums,
+            gate: self.gate.clone(),
+            run_id: self.run_id.clone(),
+        })
+    }
+
+    /// The whole output in one `PutObject` (it fits in one part, or is empty: an
+    /// empty output has no multipart form every server accepts). Two requests fewer
+    /// than a multipart upload of one part, which matters for many small inputs.
+    async fn put_whole(&self, body: Bytes) -> Result<()> {
+        self.gate.before_staging(&self.location)?;
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .metadata(RUN_ID_META, &self.run_id)
+            .content_length(body.len() as i64)
+            // Built from `Bytes`, so the SDK can replay the body on a retry.
+            .body(ByteStream::from(body));
+        if self.checksums {
+            req = req.checksum_algorithm(ChecksumAlgorithm::Crc32);
+        }
+        req.send()
+            .await
+            .map_err(|e| map_err("PutObject", &self.location, e, Cond::None))?;
+        Ok(())
     }
 }
 
@@ -92,6 +155,7 @@ struct PartCtx {
 
 impl PartCtx {
     async fn upload_part(&self, number: i32, body: Bytes) -> Result<CompletedPart> {
+        self.gate.before_staging(&self.location)?;
         let len = body.len();
         let mut req = self
             .client
@@ -133,9 +197,12 @@ impl PartCtx {
     }
 }
 
-/// A staging object being written as a multipart upload.
+/// A staging object being written: held in memory until it passes one part, then a
+/// multipart upload.
 struct S3Upload {
-    ctx: Arc<PartCtx>,
+    target: Target,
+    /// The multipart upload, once the output passed one part.
+    ctx: Option<Arc<PartCtx>>,
     staging_key: String,
     dest_key: String,
     part_size: usize,
@@ -156,7 +223,7 @@ impl S3Upload {
         if self.failed {
             return Err(protocol(
                 "UploadPart",
-                &self.ctx.location,
+                &self.target.location,
                 "an earlier part failed; the upload can only be aborted",
             ));
         }
@@ -172,16 +239,24 @@ impl S3Upload {
             self.failed = true;
             return Err(protocol(
                 "UploadPart",
-                &self.ctx.location,
+                &self.target.location,
                 format!(
                     "more than {MAX_PARTS} parts of {} bytes; raise the part size",
                     self.part_size
                 ),
             ));
         }
+        let ctx = match &self.ctx {
+            Some(ctx) => Arc::clone(ctx),
+            None => {
+                let created = self.target.create().await;
+                let ctx = Arc::new(created.inspect_err(|_| self.failed = true)?);
+                self.ctx = Some(Arc::clone(&ctx));
+                ctx
+            }
+        };
         let number = self.next_part;
         self.next_part += 1;
-        let ctx = Arc::clone(&self.ctx);
         self.in_flight
             .spawn(async move { ctx.upload_part(number, body).await });
         Ok(())
@@ -189,7 +264,7 @@ impl S3Upload {
 
     /// Wait for one in-flight part.
     async fn reap(&mut self) -> Result<()> {
-        match join_part(&mut self.in_flight, "UploadPart", &self.ctx.location).await {
+        match join_part(&mut self.in_flight, "UploadPart", &self.target.location).await {
             Ok(part) => {
                 self.done.push(part);
                 Ok(())
@@ -233,88 +308,15 @@ impl Upload for S3Upload {
 
     async fn complete(mut self: Box<Self>) -> Result<Staged> {
         self.check_usable()?;
-        let ctx = Arc::clone(&self.ctx);
-        if self.size == 0 {
-            // An empty output has no valid multipart form on every server (a single
-            // zero-byte part is not accepted everywhere): write an empty object instead
-            // and drop the upload.
-            ctx.client
-                .put_object()
-                .bucket(&ctx.bucket)
-                .key(&ctx.key)
-                .metadata(RUN_ID_META, &ctx.run_id)
-                .content_length(0)
-                .body(ByteStream::from(Bytes::new()))
-                .send()
-                .await
-                .map_err(|e| map_err("PutObject", &ctx.location, e, Cond::None))?;
-            if let Err(e) = abort_upload(
-                &ctx.client,
-                &ctx.bucket,
-                &ctx.key,
-                &ctx.upload_id,
-                &ctx.location,
-            )
-            .await
-            {
-                tracing::warn!(location = %ctx.location, error = %e, "could not abort the unused multipart upload; a sweep or lifecycle rule will");
+        match self.ctx.clone() {
+            None => {
+                // Never passed one part: no multipart upload was started.
+                let whole = std::mem::take(&mut self.buf).freeze();
+                self.target.put_whole(whole).await?;
             }
-        } else {
-            if !self.buf.is_empty() {
-                let last = std::mem::take(&mut self.buf).freeze();
-                self.send(last).await?;
-            }
-            while !self.in_flight.is_empty() {
-                self.reap().await?;
-            }
-            let parts = std::mem::take(&mut self.done);
-            let completed = complete_upload(
-                &ctx.client,
-                &ctx.bucket,
-                &ctx.key,
-                &ctx.upload_id,
-                parts,
-                &ctx.location,
-                &Condition::None,
-            )
-            .await;
-            let completed = match completed {
-                // LocalStack answers a retried Complete (its first answer lost) with
-                // NoSuchUpload: the upload is gone because it completed. Our object,
-                // by run id and size, proves it.
-                Err(e) if is_no_such_upload(&e) => {
-                    if object_is_runs(
-                        &ctx.client,
-                        &ctx.bucket,
-                        &ctx.key,
-                        &ctx.run_id,
-                        self.size,
-                        &ctx.location,
-                    )
-                    .await?
-                    {
-                        tracing::info!(location = %ctx.location, "the Complete landed though its answer was lost");
-                        Ok(String::new())
-                    } else {
-                        Err(e)
-                    }
-                }
-                other => other,
-            };
-            if let Err(e) = completed {
-                // Leave nothing for the sweep: a failed Complete aborts its upload.
-                let _ = abort_upload(
-                    &ctx.client,
-                    &ctx.bucket,
-                    &ctx.key,
-                    &ctx.upload_id,
-                    &ctx.location,
-                )
-                .await;
-                return Err(e);
-            }
+            Some(ctx) => self.complete_parts(&ctx).await?,
         }
-        tracing::debug!(location = %ctx.location, bytes = self.size, "staging complete");
+        tracing::debug!(location = %self.target.location, bytes = self.size, "staging complete");
         Ok(Staged {
             key: self.staging_key.clone(),
             dest_key: self.dest_key.clone(),
@@ -323,10 +325,13 @@ impl Upload for S3Upload {
     }
 
     async fn abort(mut self: Box<Self>) -> Result<()> {
+        // Nothing was sent before the first part was full.
+        let Some(ctx) = self.ctx.clone() else {
+            return Ok(());
+        };
         // Cancel parts still in flight first, so none lands after the abort.
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
-        let ctx = &self.ctx;
         abort_upload(
             &ctx.client,
             &ctx.bucket,
@@ -335,6 +340,78 @@ impl Upload for S3Upload {
             &ctx.location,
         )
         .await
+    }
+}
+
+impl S3Upload {
+    /// The last part, then `CompleteMultipartUpload`.
+    async fn complete_parts(&mut self, ctx: &PartCtx) -> Result<()> {
+        if !self.buf.is_empty() {
+            let last = std::mem::take(&mut self.buf).freeze();
+            self.send(last).await?;
+        }
+        while !self.in_flight.is_empty() {
+            self.reap().await?;
+        }
+        let parts = std::mem::take(&mut self.done);
+        if let Err(e) = ctx.gate.before_staging(&ctx.location) {
+            // Past the deadline: our own upload goes, so no sweep has to find it.
+            let _ = abort_upload(
+                &ctx.client,
+                &ctx.bucket,
+                &ctx.key,
+                &ctx.upload_id,
+                &ctx.location,
+            )
+            .await;
+            return Err(e);
+        }
+        let completed = complete_upload(
+            &ctx.client,
+            &ctx.bucket,
+            &ctx.key,
+            &ctx.upload_id,
+            parts,
+            &ctx.location,
+            &Condition::None,
+        )
+        .await;
+        let completed = match completed {
+            // LocalStack answers a retried Complete (its first answer lost) with
+            // NoSuchUpload: the upload is gone because it completed. Our object,
+            // by run id and size, proves it.
+            Err(e) if is_no_such_upload(&e) => {
+                if object_is_runs(
+                    &ctx.client,
+                    &ctx.bucket,
+                    &ctx.key,
+                    &ctx.run_id,
+                    self.size,
+                    &ctx.location,
+                )
+                .await?
+                {
+                    tracing::info!(location = %ctx.location, "the Complete landed though its answer was lost");
+                    Ok(String::new())
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        };
+        if let Err(e) = completed {
+            // Leave nothing for the sweep: a failed Complete aborts its upload.
+            let _ = abort_upload(
+                &ctx.client,
+                &ctx.bucket,
+                &ctx.key,
+                &ctx.upload_id,
+                &ctx.location,
+            )
+            .await;
+            return Err(e);
+        }
+        Ok(())
     }
 }
 

@@ -90,6 +90,27 @@ impl Paused {
         panic!("the run ended without saying {left:?}");
     }
 
+    /// Block until the run has written `n` more stderr lines containing `needle`;
+    /// fail if it exits first, or if they do not come within `bound` (the bound only
+    /// decides how long a failing test takes).
+    pub fn wait_for_count(&self, needle: &str, n: usize, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        let mut left = n;
+        while left > 0 {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(wait) {
+                Ok(line) if line.contains(needle) => left -= 1,
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{left} of {n} lines saying {needle:?} did not come within {bound:?}")
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the run ended with {left} of {n} lines saying {needle:?} to come")
+                }
+            }
+        }
+    }
+
     /// Send `sig` to the run.
     pub fn signal(&self, sig: i32) {
         signal(&self.child, sig);

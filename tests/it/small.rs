@@ -1,0 +1,151 @@
+//! Inboxes of small inputs (issue 22): without `--jobs`, the inputs in flight are
+//! bounded by memory, so many small ones run at once and a large one alone; and what
+//! runs send an S3 store, counted by the proxy: an output within one part is one
+//! PutObject, and the sweep lists staging only when an earlier run of the input may
+//! have left some (its lease was taken over, or not released clean).
+
+use std::time::Duration;
+
+use crate::inbox::{inbox_arg, parse_inbox, put_inbox};
+use crate::support::proxy::{Op, Proxy, Seen};
+use crate::support::*;
+
+/// Without `--jobs`, four small inputs are in flight at once: each run stops after
+/// its staging, and all four say so before any of them is let go on.
+fn small_inputs_run_several_at_once_by_default(kind: Kind) {
+    let w = World::new(kind, "small-at-once");
+    for i in 1..=4 {
+        put_inbox(&w, &format!("s-{i}.jsonl"), &generated(50, i));
+    }
+    let (inbox, lake) = (inbox_arg(&w), w.lake_arg());
+    let args = ["run", "--inbox", &inbox, "--lake", &lake];
+    let paused = Paused::start_args(&w, &args, "after-staging", &[]);
+    // The first one said so already; the other three while it still waits.
+    paused.wait_for_count("landing: paused at", 3, Duration::from_secs(120));
+    let r = parse_inbox(paused.finish());
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.totals["totals"]["published"], 4, "{}", r.ctx());
+}
+
+/// Leases held (not released, not expired) under `locks/progress/`.
+fn held_leases(w: &World) -> Vec<String> {
+    w.zone_files("locks")
+        .into_iter()
+        // Not the local lake's guard files under `locks/.cas/`.
+        .filter(|f| f.starts_with("progress/") && f.ends_with(".lock"))
+        .filter(|f| {
+            w.get(&format!("locks/{f}"))
+                .is_some_and(|b| !landing::lease::Lease::is_free(&b))
+        })
+        .collect()
+}
+
+/// Without `--jobs`, an input charged a whole run's share of the budget runs alone:
+/// with `--max-memory 256MiB`, two inputs of 40,000 lines (~9 MB, charged forty
+/// times that) never overlap, so while one is stopped after its staging, only its
+/// lease is held; the other has not started.
+fn large_inputs_run_alone_by_default(kind: Kind) {
+    let w = World::new(kind, "large-alone");
+    for i in 1..=2 {
+        put_inbox(&w, &format!("large-{i}.jsonl"), &generated(40_000, i));
+    }
+    let (inbox, lake) = (inbox_arg(&w), w.lake_arg());
+    let args = [
+        "run",
+        "--inbox",
+        &inbox,
+        "--lake",
+        &lake,
+        "--max-memory",
+        "256MiB",
+    ];
+    let paused = Paused::start_args(&w, &args, "after-staging", &[]);
+    let held = held_leases(&w);
+    assert_eq!(held.len(), 1, "one large input at a time: {held:?}");
+    let r = parse_inbox(paused.finish());
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.totals["totals"]["published"], 2, "{}", r.ctx());
+}
+
+/// Requests of one kind among `seen`, leaving out the copy-fence probe's keys.
+fn count(seen: &[Seen], op: Op) -> usize {
+    seen.iter()
+        .filter(|s| s.op == op && !s.key.contains("/probe-"))
+        .count()
+}
+
+/// Listings of the staging folder (the sweep's ListMultipartUploads and
+/// ListObjectsV2) among `seen`.
+fn staging_listings(seen: &[Seen]) -> usize {
+    seen.iter()
+        .filter(|s| matches!(s.op, Op::ListMultipartUploads | Op::ListObjectsV2))
+        .filter(|s| s.target.contains("staging"))
+        .count()
+}
+
+/// A run sweeps only after a run that may have left staging: not on a first
+/// landing, nor after a run that released its lease clean; after a run killed
+/// between its checkpoint and its cleanup, the next run takes the expired lease
+/// over, sweeps the staging object it left, and releases clean again. Each small
+/// output is staged with one PutObject, never a multipart upload.
+fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server) {
+    let mut w = World::new(Kind::S3(server), "sweep-when-needed");
+    w.env
+        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    let proxy = Proxy::start(&server.endpoint());
+    let url = proxy.url();
+    let via = [("AWS_ENDPOINT_URL", url.as_str())];
+    let mut from = 0;
+    // The requests since the last call.
+    let mut since = || {
+        let seen = proxy.seen();
+        let new = seen[from..].to_vec();
+        from = seen.len();
+        new
+    };
+    let input = w.put_input("day.jsonl", &generated(100, 1));
+    let first = w.run_env(&input, &[], &via);
+    assert_eq!(first.action(), "published", "{}", first.stderr);
+    let seen = since();
+    assert_eq!(staging_listings(&seen), 0, "first landing: no sweep");
+    assert_eq!(count(&seen, Op::CreateMultipartUpload), 0);
+    assert_eq!(count(&seen, Op::UploadPart), 0);
+    assert_eq!(count(&seen, Op::CompleteMultipartUpload), 0);
+    let staged = seen
+        .iter()
+        .filter(|s| s.op == Op::PutObject && s.key.contains("/staging/"))
+        .filter(|s| !s.key.contains("/probe-"))
+        .count();
+    assert_eq!(staged, 1, "one PutObject stages the output");
+
+    w.put_input("day.jsonl", &generated(100, 2));
+    let second = w.run_env(&input, &[], &via);
+    assert_eq!(second.action(), "published", "{}", second.stderr);
+    assert_eq!(staging_listings(&since()), 0, "released clean: no sweep");
+
+    w.put_input("day.jsonl", &generated(100, 3));
+    let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-checkpoint")]);
+    assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
+    assert!(!w.leftovers().is_empty(), "the staging object stays");
+    w.wait_for_lease_expiry("locks/progress/day.jsonl.lock");
+    since();
+    let rerun = w.run_env(&input, &[], &via);
+    assert_eq!(rerun.action(), "skipped", "{}", rerun.stderr);
+    assert!(staging_listings(&since()) > 0, "taken over: a sweep");
+    assert!(rerun.stderr.contains("swept leftovers"), "{}", rerun.stderr);
+    assert_eq!(w.leftovers(), Vec::<String>::new());
+
+    w.put_input("day.jsonl", &generated(100, 4));
+    let after = w.run_env(&input, &[], &via);
+    assert_eq!(after.action(), "published", "{}", after.stderr);
+    assert_eq!(staging_listings(&since()), 0, "the sweeper released clean");
+}
+
+matrix! {
+    small_inputs_run_several_at_once_by_default: [local, seaweed];
+    large_inputs_run_alone_by_default: [local];
+}
+
+matrix! {
+    s3 a_sweep_lists_staging_only_after_a_run_that_may_have_left_some: [seaweed, moto];
+}

@@ -20,7 +20,7 @@ use super::scan::{bytes_equal, word_at, HI, LO};
 use super::spec::{Contract, FieldSpec, Kind, MAX_FIELDS};
 use super::time::parse_event_time_bytes;
 
-/// Where an accepted line's parts are, as found by [`canonicalize`].
+/// Where an accepted line's parts are, as found by [`canonicalize_with`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canonical {
     /// The identity key's bytes (unescaped: the fast path takes no escapes) in `out`.
@@ -356,14 +356,16 @@ struct Slot {
 /// `start == NULL`: the field was written as `null` (a nullable field).
 const NULL: u32 = u32::MAX;
 
-/// Checks `line` against `c` and, if it is an accepted event the fast path can
-/// vouch for, appends its canonical form (no newline) to `out`. `None`: undecided,
-/// `out` untouched; call [`validate`](super::validate).
-pub fn canonicalize(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
+/// [`canonicalize_with`] on a line of its own (the tests' entry).
+#[cfg(test)]
+fn canonicalize(c: &Contract, line: &[u8], out: &mut Vec<u8>) -> Option<Canonical> {
     canonicalize_with(c, &mut Carry::default(), line, out)
 }
 
-/// [`canonicalize`] for one of many lines, `order` carried from line to line.
+/// Checks `line` against `c` and, if it is an accepted event the fast path can
+/// vouch for, appends its canonical form (no newline) to `out`. `None`: undecided,
+/// `out` untouched; call [`validate`](super::validate). `carry` goes from one
+/// line of a batch (or a reread) to the next.
 pub fn canonicalize_with(
     c: &Contract,
     carry: &mut Carry,
@@ -448,7 +450,7 @@ fn value(t: &Table, f: &Field, b: &[u8], i: usize) -> Option<(Slot, usize)> {
     }
 }
 
-/// [`canonicalize`] with a table of `N >= fields` value slots.
+/// [`canonicalize_with`] with a table of `N >= fields` value slots.
 #[inline(always)]
 fn walk<const N: usize>(
     t: &Table,

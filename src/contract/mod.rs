@@ -20,7 +20,7 @@
 //!   every line is; anything else goes to serde_json (in `object.rs`);
 //! - `time.rs`: RFC 3339 event time, normalized to UTC ([`UtcTime`]);
 //! - `fast.rs`: the single pass for the common line: checks it and writes its
-//!   canonical form in one walk ([`canonicalize`]), or declines to [`validate`];
+//!   canonical form in one walk ([`canonicalize_with`]), or declines to [`validate`];
 //! - `canonical.rs`: the canonical form, written by [`Event::write_canonical`];
 //! - `quarantine.rs`: the quarantine record of a rejected line
 //!   ([`write_quarantine_record`]).
@@ -44,7 +44,7 @@ pub mod schema;
 mod spec;
 mod time;
 
-pub use self::fast::{canonicalize, canonicalize_with, Carry};
+pub use self::fast::{canonicalize_with, Carry};
 pub use self::frame::{Line, LineFramer};
 pub use self::quarantine::write_quarantine_record;
 pub use self::spec::{builtin, progress, Contract};

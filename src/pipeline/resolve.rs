@@ -227,6 +227,8 @@ struct IdCheck<'a> {
     prefix: Prefix,
     found: Option<(Suspect, Prefix)>,
     canonical: Vec<u8>,
+    /// The single pass's state from line to line (its scratch buffer, key order).
+    carry: contract::Carry,
 }
 
 impl<'a> IdCheck<'a> {
@@ -247,6 +249,7 @@ impl<'a> IdCheck<'a> {
             prefix: Prefix::default(),
             found: None,
             canonical: Vec::new(),
+            carry: contract::Carry::default(),
         }
     }
 
@@ -307,7 +310,9 @@ impl<'a> IdCheck<'a> {
     /// field refuses the file at its line, which no suspect reaches.
     fn id_of(&mut self, line: &[u8]) -> Option<Vec<u8>> {
         self.canonical.clear();
-        if let Some(c) = contract::canonicalize(self.contract, line, &mut self.canonical) {
+        if let Some(c) =
+            contract::canonicalize_with(self.contract, &mut self.carry, line, &mut self.canonical)
+        {
             return Some(self.canonical[c.id].to_vec());
         }
         match contract::validate(self.contract, line) {

@@ -14,7 +14,7 @@
 //! | `line_count` | (`--deep`) its line count is not `accepted_rows` |
 //! | `not_canonical` | (`--deep`) a line is not the canonical form of a valid event |
 //! | `corrupt_compression` | (`--deep`) a compressed published object does not decode to its end |
-//! | `duplicate_event_id` | (`--deep`) two lines share an `event_id` |
+//! | `duplicate_event_id` | (`--deep`) two lines share an identity (the contract's `identity` field, which the message names; `event_id` for `progress`) |
 //! | `quarantine_missing` | (`--deep`) `rejected_rows` > 0 but no quarantine object |
 //! | `quarantine_count` | (`--deep`) the quarantine holds another number of records |
 //! | `unnamed` | a file under `raw/` or `quarantine/` that no checkpoint names (the readers' zones hold only published data) |

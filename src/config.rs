@@ -237,7 +237,9 @@ pub fn resolve_contract(
     if let Some(p) = product {
         path_safe_product(p)?;
     }
-    let (product, contract) = match (source.file, source.dir) {
+    // The file the contract came from, named by the message when it is for another
+    // product (docs/contracts.md section 4).
+    let (product, contract, file) = match (source.file, source.dir) {
         (Some(_), Some(_)) => {
             return Err(Error::Config(
                 "give either --contract (one file) or --contracts-dir, not both".into(),
@@ -245,12 +247,17 @@ pub fn resolve_contract(
         }
         (Some(file), None) => {
             let c = load_contract(file)?;
-            (product.unwrap_or(&c.name).to_owned(), c)
+            (
+                product.unwrap_or(&c.name).to_owned(),
+                c,
+                Some(file.to_owned()),
+            )
         }
         (None, Some(dir)) => {
             let product = product.unwrap_or("progress").to_owned();
-            let c = load_contract(&dir.join(format!("{product}.json")))?;
-            (product, c)
+            let file = dir.join(format!("{product}.json"));
+            let c = load_contract(&file)?;
+            (product, c, Some(file))
         }
         (None, None) => {
             let product = product.unwrap_or("progress").to_owned();
@@ -259,12 +266,16 @@ pub fn resolve_contract(
                     "no contract for product {product:?}: give --contract FILE or --contracts-dir DIR (only \"progress\" is built in)"
                 ))
             })?;
-            (product, c)
+            (product, c, None)
         }
     };
     if contract.name != product {
+        let source = file.map_or_else(
+            || "the built-in contract".to_owned(),
+            |f| format!("contract {}", f.display()),
+        );
         return Err(Error::Config(format!(
-            "the contract is for product {:?}, not {product:?}",
+            "{source}: the contract is for product {:?}, not {product:?}",
             contract.name
         )));
     }
@@ -344,7 +355,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("for product \"enrollment\", not \"progress\""),
+            e.contains("enrollment.json")
+                && e.contains("for product \"enrollment\", not \"progress\""),
             "{e}"
         );
         let from_dir = ContractSource {

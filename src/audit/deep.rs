@@ -13,8 +13,8 @@ use crate::layout::Layout;
 use crate::store::Store;
 
 /// Count the lines of an object and check each is the canonical form of a valid
-/// event with an `event_id` not seen before. Reads the object once, as a stream;
-/// keeps a 128-bit digest per `event_id`.
+/// event whose identity (the contract's `identity` field) was not seen before.
+/// Reads the object once, as a stream; keeps a 128-bit digest per identity.
 pub(super) async fn deep_findings(
     lake: &dyn Store,
     layout: &Layout,
@@ -113,8 +113,9 @@ pub(super) async fn deep_findings(
             name,
             "duplicate_event_id",
             format!(
-                "{} lines repeat an earlier event_id (first at line {})",
+                "{} lines repeat an earlier {} (first at line {})",
                 dup.0,
+                contract.fields[contract.identity].name,
                 dup.1.unwrap_or(0)
             ),
         ));

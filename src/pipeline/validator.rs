@@ -501,7 +501,13 @@ impl Sequencer {
     /// Set the outcome the merge and the id check decided.
     pub fn resolve(&mut self, counts: Counts, refusal: Option<Refusal>) {
         if let Some(r) = &refusal {
-            self.first_rejects.retain(|x| x.line < r.line);
+            // Rejects after the deciding line were never reached; a cap refusal's own
+            // line is the reject that broke the cap, and stays listed.
+            let last = match r.kind {
+                RefusalKind::RejectCap => r.line,
+                _ => r.line.saturating_sub(1),
+            };
+            self.first_rejects.retain(|x| x.line <= last);
         }
         self.counts = counts;
         self.refusal = refusal;
@@ -562,14 +568,16 @@ fn reject(
     reason: Reason,
 ) -> Option<Refusal> {
     counts.rejected += 1;
-    if counts.rejected > cap {
-        return Some(refusal(RefusalKind::RejectCap, number, None));
-    }
+    // The line that breaks the cap is listed too: a producer refused as `reject_cap`
+    // must see that line's reason code (a one-bad-line file under the default cap 0).
     if first.len() < CHECK_REASONS {
         first.push(Rejected {
             line: number,
             reason: reason.code(),
         });
+    }
+    if counts.rejected > cap {
+        return Some(refusal(RefusalKind::RejectCap, number, None));
     }
     contract::write_quarantine_record(quarantine, number, reason);
     None
@@ -676,6 +684,24 @@ mod tests {
         let mut v = run(&format!("{GOOD}\nnot json\n[1]\n{{}}\n"), 2);
         let r = v.sequencer().refusal().unwrap();
         assert_eq!((r.kind, r.line), (RefusalKind::RejectCap, 4));
+    }
+
+    #[test]
+    fn the_reject_that_breaks_the_cap_is_listed_with_its_reason() {
+        // Under the default cap 0 a one-line file with one bad line is refused as
+        // reject_cap; `check` must still name that line's reason.
+        let mut v = run("not json\n", 0);
+        let r = v.sequencer().refusal().unwrap();
+        assert_eq!((r.kind, r.line), (RefusalKind::RejectCap, 1));
+        assert_eq!(
+            v.sequencer().first_rejects(),
+            [Rejected {
+                line: 1,
+                reason: "invalid_json"
+            }]
+        );
+        // Nothing of a refused file reaches the quarantine.
+        assert!(v.sequencer().quarantine().is_empty());
     }
 
     #[test]

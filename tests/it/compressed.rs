@@ -58,7 +58,7 @@ fn assert_code(r: &Run, code: i32, action: &str, ctx: &str) {
 /// `verify --deep` is clean.
 fn same_events_publish_identical_bytes(kind: Kind) {
     let content = generated(20_000, 7);
-    let reference = clean_output(NAME, &content);
+    let reference = expected_publish(&content);
     let w = World::new(kind, "identical");
     let forms = [
         ("day.jsonl", content.clone()),
@@ -111,7 +111,7 @@ fn same_events_publish_identical_bytes(kind: Kind) {
 /// and `pigz` make them) land every line of every part.
 fn members_and_frames_land_every_line(kind: Kind) {
     let content = generated(9_000, 11);
-    let reference = clean_output(NAME, &content);
+    let reference = expected_publish(&content);
     // Cut on line ends, as a producer appending one member per batch does.
     let cuts: Vec<&[u8]> = content.split_inclusive(|&b| b == b'\n').collect();
     let parts: Vec<Vec<u8>> = cuts.chunks(3_000).map(|c| c.concat()).collect();
@@ -254,7 +254,7 @@ fn a_bomb_is_refused_and_a_long_line_quarantined(kind: Kind) {
 /// the name without `.gz`.
 fn empty_and_misnamed_inputs(kind: Kind) {
     let content = generated(2_000, 9);
-    let reference = clean_output(NAME, &content);
+    let reference = expected_publish(&content);
     let cases: [(&str, Vec<u8>, &[u8]); 4] = [
         ("empty gzip", gzip(b""), b""),
         ("empty zstd", zstd(b""), b""),
@@ -305,7 +305,7 @@ fn two_forms_of_one_input_land_neither(kind: Kind) {
     assert_eq!(r.action("other.jsonl.zst"), "published", "{}", r.ctx());
     assert_eq!(w.get(RAW), None, "neither form may land");
     assert_eq!(w.get(CKPT), None, "neither form may checkpoint");
-    assert!(w.get("raw/progress/other.jsonl").unwrap() == clean_output("other.jsonl", &b));
+    assert!(w.get("raw/progress/other.jsonl").unwrap() == expected_publish(&b));
     // The producer's retry removed the plain copy: the gzip one lands.
     match w.s3_parts() {
         None => std::fs::remove_file(w.tmp.path().join("inbox/day.jsonl")).unwrap(),
@@ -323,7 +323,7 @@ fn two_forms_of_one_input_land_neither(kind: Kind) {
     let r = inbox_run(&w, &[], &[]);
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(r.action("day.jsonl.gz"), "published", "{}", r.ctx());
-    assert!(w.get(RAW).unwrap() == clean_output(NAME, &a));
+    assert!(w.get(RAW).unwrap() == expected_publish(&a));
     let r = inbox_run(&w, &[], &[]);
     assert_eq!(r.action("day.jsonl.gz"), "skipped", "{}", r.ctx());
     assert!(
@@ -372,7 +372,7 @@ fn shards_keep_the_forms_of_one_input_together(kind: Kind) {
 /// under the plain name and leaves the compressed object, which verify reports.
 fn output_compression_publishes_a_suffixed_object(kind: Kind) {
     let content = generated(20_000, 21);
-    let reference = clean_output(NAME, &content);
+    let reference = expected_publish(&content);
     for (flag, suffix, decode) in [
         ("gzip", ".gz", gunzip as fn(&[u8]) -> Vec<u8>),
         ("zstd", ".zst", unzstd),
@@ -479,7 +479,7 @@ for path in sys.argv[1:]:
         .map(|l| serde_json::from_str(l).expect("one JSON list per file"))
         .collect();
     assert_eq!(tables.len(), 3, "{stdout}");
-    let accepted = clean_output(NAME, &content)
+    let accepted = expected_publish(&content)
         .iter()
         .filter(|&&b| b == b'\n')
         .count();

@@ -9,11 +9,6 @@ const RAW: &str = "raw/progress/progress-2026-03-07.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-07.jsonl.json";
 const LOCK: &str = "locks/progress/progress-2026-03-07.jsonl.lock";
 
-fn lease_is_free(w: &World) -> bool {
-    w.get(LOCK)
-        .is_none_or(|b| landing::lease::Lease::is_free(&b))
-}
-
 fn published(w: &World) -> (Vec<u8>, String) {
     let raw = w.get(RAW).expect("raw");
     (raw, checkpoint_sha(w, CKPT).expect("checkpoint"))
@@ -48,7 +43,7 @@ fn late_promotion(kind: Kind) -> LatePromotion {
     assert_eq!(b.code, Some(0), "{}", b.stderr);
     assert_eq!(b.action(), "published");
     let after_b = published(&w);
-    assert_eq!(after_b.0, clean_output(NAME, &b_in), "B's publish");
+    assert_eq!(after_b.0, expected_publish(&b_in), "B's publish");
     let a = a.finish();
     assert_eq!(
         a.code,
@@ -97,7 +92,7 @@ fn late_promotion_never_replaces_a_newer_publish(kind: Kind) {
         after_b,
         "a late promotion replaced B's publish"
     );
-    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &b_in));
+    assert_eq!(w.get(RAW).unwrap(), expected_publish(&b_in));
 }
 
 /// Where copies cannot be fenced (moto ignores the condition; LocalStack's would
@@ -126,7 +121,7 @@ fn late_promotion_lands_unfenced_and_the_next_run_repairs_it(kind: Kind) {
     );
     assert_eq!(
         w.get(RAW).unwrap(),
-        clean_output(NAME, &a_in),
+        expected_publish(&a_in),
         "the late copy lands where copies are not fenced"
     );
     assert_ne!(w.get(RAW).unwrap(), after_b.0);
@@ -137,7 +132,7 @@ fn late_promotion_lands_unfenced_and_the_next_run_repairs_it(kind: Kind) {
         "published",
         "the mismatch must be republished"
     );
-    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &b_in));
+    assert_eq!(w.get(RAW).unwrap(), expected_publish(&b_in));
     assert_eq!(
         checkpoint_sha(&w, CKPT).as_deref(),
         Some(sha256(&b_in).as_str())
@@ -158,7 +153,7 @@ fn a_failed_worker_publishes_nothing(kind: Kind) {
     assert!(w.get(CKPT).is_none(), "a failed run checkpointed");
     let again = w.run(&input, &[]);
     assert_eq!(again.code, Some(0), "{}", again.stderr);
-    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &body));
+    assert_eq!(w.get(RAW).unwrap(), expected_publish(&body));
     assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
 }
 
@@ -180,7 +175,7 @@ fn sigterm_before_publish_leaves_nothing(kind: Kind) {
     assert_eq!(r.summary.as_ref().unwrap()["signal"], "SIGTERM");
     assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
     assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
-    assert!(lease_is_free(&w), "the lease is still held");
+    assert!(w.lease_is_free(LOCK), "the lease is still held");
     let again = w.run(&input, &[]);
     assert_eq!(again.code, Some(0), "{}", again.stderr);
     assert_eq!(again.action(), "published");
@@ -196,7 +191,7 @@ fn signal_during_publish_finishes_the_checkpoint(kind: Kind) {
     let r = run.finish();
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.action(), "published");
-    assert_eq!(published(&w), (clean_output(NAME, &body), sha256(&body)));
+    assert_eq!(published(&w), (expected_publish(&body), sha256(&body)));
 }
 
 /// The quarantine goes after the data, and an earlier publish's quarantine is only

@@ -310,7 +310,7 @@ fn inbox_lands_each_input_and_reports_totals(kind: Kind) {
         assert_eq!(r.action(&day(i)), "published", "{}", r.ctx());
         assert_eq!(
             w.get(&format!("raw/progress/{}", day(i))).unwrap(),
-            clean_output(&day(i), &input_bytes(i))
+            expected_publish(&input_bytes(i))
         );
         assert_eq!(run_records(&w, &day(i)).len(), 1);
     }
@@ -485,7 +485,7 @@ fn held_leases(w: &World) -> BTreeSet<String> {
         })
         .filter(|n| {
             w.get(&format!("locks/progress/{n}.lock"))
-                .is_some_and(|b| !landing::lease::Lease::is_free(&b))
+                .is_some_and(|b| !lease_record_is_free(&b))
         })
         .collect()
 }

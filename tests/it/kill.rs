@@ -2,8 +2,12 @@
 //! previous publish, then rerun it plainly, and check the contract's invariants.
 //!
 //! Each backend runs trials until `MIN_KILLS` runs were really killed: a kill counts
-//! only when the run's exit status says SIGKILL; a run that ended by itself before its
-//! kill instant is checked all the same but not counted. At most `MAX_TRIALS` trials:
+//! only when the run's exit status says SIGKILL and the run held its lease by then (a
+//! kill during process start tests nothing); a run that ended by itself before its
+//! kill instant is checked all the same but not counted. Each kill is placed in its
+//! window (streaming, staged, promote, checkpoint) by what the settled lake shows,
+//! and each window needs `PER_WINDOW` kills: once the real kills are in, the instants
+//! aim at a window still short of kills. At most `MAX_TRIALS` trials:
 //! reaching that bound first fails the test. SeaweedFS runs the trials a second time
 //! with every core kept busy by a CPU hog that the test starts and stops itself, and
 //! each trial checks that the hog did work since the previous one (a loaded machine
@@ -44,13 +48,17 @@ const NAME: &str = "kill.jsonl";
 const RAW: &str = "raw/progress/kill.jsonl";
 const CKPT: &str = "checkpoints/progress/kill.jsonl.json";
 const LOCK: &str = "locks/progress/kill.jsonl.lock";
-/// Real kills each backend must see.
+/// Real kills each backend must see (a kill before the run held its lease is not one).
 const MIN_KILLS: u64 = 40;
+/// Kills each backend must see in each window of [`WINDOWS`]: streaming, staged,
+/// promote and checkpoint.
+const PER_WINDOW: usize = 3;
 /// Trials each backend may take to see them.
-const MAX_TRIALS: u64 = 100;
+const MAX_TRIALS: u64 = 120;
 /// The same for the compressed input.
 const GZIP_MIN_KILLS: u64 = 15;
-const GZIP_MAX_TRIALS: u64 = 40;
+const GZIP_PER_WINDOW: usize = 1;
+const GZIP_MAX_TRIALS: u64 = 50;
 
 /// How the trials' input is stored, and how many kills they need.
 #[derive(Debug, Clone, Copy)]
@@ -58,12 +66,15 @@ struct Form {
     gzip: bool,
     min_kills: u64,
     max_trials: u64,
+    /// Least kills in each of [`WINDOWS`].
+    per_window: usize,
 }
 
 const PLAIN: Form = Form {
     gzip: false,
     min_kills: MIN_KILLS,
     max_trials: MAX_TRIALS,
+    per_window: PER_WINDOW,
 };
 
 impl Form {
@@ -325,6 +336,101 @@ fn lake_problems(w: &World, v: &Versions, new: usize, phase: Phase) -> Problems 
     p
 }
 
+/// Where in its run a SIGKILL landed, told from the lake after the kill settled (no
+/// request of the killed run in flight), never from the run's own report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Window {
+    /// Before it held the lease: process start, configuration, the lease request.
+    Start,
+    /// It holds the lease; its output is not staged whole yet.
+    Streaming,
+    /// Its whole output is staged (a complete staging object, or a local temp file
+    /// holding every byte), the raw object still the old one.
+    Staged,
+    /// The raw object holds the new bytes; the checkpoint still names the old input.
+    Promote,
+    /// The checkpoint names the new input; the run had not released its lease.
+    Checkpoint,
+    /// It had released its lease: only the process's exit was left.
+    Released,
+}
+
+/// The windows a backend must see killed, in run order, each with its least count.
+const WINDOWS: [Window; 4] = [
+    Window::Streaming,
+    Window::Staged,
+    Window::Promote,
+    Window::Checkpoint,
+];
+
+/// The run id a lease record names, and whether it was released.
+fn lease_of(w: &World) -> Option<(String, bool)> {
+    let v: serde_json::Value = serde_json::from_slice(&w.get(LOCK)?).expect("a lease record");
+    Some((
+        v["run_id"].as_str().expect("run_id").to_owned(),
+        v["released"] == true,
+    ))
+}
+
+/// The window a killed run was in, read from the settled lake: whose lease it is,
+/// which input the checkpoint and the raw object hold, and what is staged.
+/// `holder_before` is the lease's run id before the killed run started.
+fn window_of(w: &World, v: &Versions, new: usize, holder_before: &Option<String>) -> Window {
+    let lease = lease_of(w);
+    let Some((_, released)) = lease.filter(|(h, _)| Some(h) != holder_before.as_ref()) else {
+        return Window::Start;
+    };
+    if released {
+        return Window::Released;
+    }
+    if ckpt_sha(w).as_deref() == Some(v.shas[new].as_str()) {
+        return Window::Checkpoint;
+    }
+    if w.get(RAW).as_deref() == Some(v.outputs[new].as_slice()) {
+        return Window::Promote;
+    }
+    // A whole staged output: a local temp file or an S3 staging object with every
+    // byte of the new publish.
+    let staged_whole = w.snapshot().iter().any(|(k, (bytes, _))| {
+        let name = k.rsplit('/').next().unwrap_or(k);
+        let staging =
+            k.starts_with("staging/") || (name.starts_with('.') && name.ends_with(".tmp"));
+        staging && bytes.as_slice() == v.outputs[new].as_slice()
+    });
+    if staged_whole {
+        Window::Staged
+    } else {
+        Window::Streaming
+    }
+}
+
+/// The next kill instant: seeded and uniform over the run, except that once the
+/// real kills are in, a window still short of kills is aimed at between the latest
+/// instant seen in an earlier window and the earliest seen in a later one (the
+/// windows come in run order, so this narrows onto the short one).
+fn next_delay(
+    x: u64,
+    span: u64,
+    seen: &std::collections::BTreeMap<Window, Vec<u64>>,
+    short: Option<Window>,
+) -> u64 {
+    let Some(want) = short else {
+        return x % span;
+    };
+    let lo = seen
+        .range(..want)
+        .flat_map(|(_, d)| d.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let hi = seen
+        .range((std::ops::Bound::Excluded(want), std::ops::Bound::Unbounded))
+        .flat_map(|(_, d)| d.iter().copied())
+        .min()
+        .unwrap_or(span)
+        .max(lo + 1);
+    lo + x % (hi - lo)
+}
+
 fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
     let started = Instant::now();
     let seed = std::env::var("LANDING_TEST_SEED")
@@ -347,10 +453,7 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
     let file = form.file_name();
     let versions = Versions {
         // A compressed input publishes what its plain content does.
-        outputs: [
-            clean_output(NAME, &content[0]),
-            clean_output(NAME, &content[1]),
-        ],
+        outputs: [expected_publish(&content[0]), expected_publish(&content[1])],
         shas: [sha256(&inputs[0]), sha256(&inputs[1])],
     };
     let mut w = World::new(kind, "kill");
@@ -401,12 +504,25 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
     let mut failures: Vec<String> = Vec::new();
     // Old raw bytes under a checkpoint of the new input: a killed run's late promotion.
     let mut late_copies = 0;
-    while kills < form.min_kills && trials < form.max_trials {
+    // Kill instants (µs) by the window they landed in.
+    let mut windows: std::collections::BTreeMap<Window, Vec<u64>> = Default::default();
+    let short = |windows: &std::collections::BTreeMap<Window, Vec<u64>>| {
+        WINDOWS
+            .into_iter()
+            .find(|w| windows.get(w).map_or(0, Vec::len) < form.per_window)
+    };
+    while (kills < form.min_kills || short(&windows).is_some()) && trials < form.max_trials {
         let trial = trials;
         trials += 1;
         // The first run published input 0; trial 0 replaces it with input 1, and so on.
         let new = ((trial + 1) % 2) as usize;
-        let delay = Duration::from_micros(splitmix(seed ^ trial) % span);
+        let aim = if kills >= form.min_kills {
+            short(&windows)
+        } else {
+            None
+        };
+        let delay_us = next_delay(splitmix(seed ^ trial), span, &windows, aim);
+        let delay = Duration::from_micros(delay_us);
         let ctx = format!("{label} seed {seed} trial {trial} delay {delay:?}");
         if let Some(hog) = hog.as_mut() {
             if !hog.still_loading() {
@@ -430,6 +546,7 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
             }
         };
         w.put_input(&file, &inputs[new]);
+        let holder_before = lease_of(&w).map(|(h, _)| h);
         let spawned = Instant::now();
         let mut child = w
             .command(
@@ -445,9 +562,8 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
         // Harmless if the run has already ended: it is not reaped before `wait`.
         child.kill().expect("SIGKILL the run");
         let status = child.wait().expect("reap the run");
-        if status.signal() == Some(libc::SIGKILL) {
-            kills += 1;
-        } else {
+        let killed = status.signal() == Some(libc::SIGKILL);
+        if !killed {
             finished += 1;
             // The clean runs were measured on a busier machine than this one: keep
             // the instants inside the runs seen now, or most trials only watch.
@@ -464,6 +580,14 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
             proxy.wait_idle(IDLE_BOUND);
         }
         check(Phase::Settled, &mut failures, &runs);
+        if killed {
+            // A kill before the run held its lease tests nothing of the contract.
+            let window = window_of(&w, &versions, new, &holder_before);
+            windows.entry(window).or_default().push(delay_us);
+            if window != Window::Start {
+                kills += 1;
+            }
+        }
 
         // A killed holder's lease must expire first on S3; and a killed run's copy
         // still executing on the server can land between the rerun's decision and its
@@ -511,13 +635,28 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
     }
     drop(hog);
     let took = started.elapsed();
+    let per_window: Vec<String> = windows
+        .iter()
+        .map(|(w, d)| format!("{w:?} {}", d.len()))
+        .collect();
     eprintln!(
-        "{label}: {kills} real kills in {trials} trials ({finished} runs ended by themselves \
-         first), {conflicts} reruns stopped on a conflict, {} failures ({late_copies} late \
-         copies), seed {seed}, a clean replacing run {:.1?}, {took:.1?} in all",
+        "{label}: {kills} real kills in {trials} trials (by window: {}; {finished} runs ended \
+         by themselves first), {conflicts} reruns stopped on a conflict, {} failures \
+         ({late_copies} late copies), seed {seed}, a clean replacing run {:.1?}, {took:.1?} in all",
+        per_window.join(", "),
         failures.len(),
         Duration::from_micros(span)
     );
+    for want in WINDOWS {
+        let got = windows.get(&want).map_or(0, Vec::len);
+        if got < form.per_window {
+            failures.push(format!(
+                "{label} seed {seed}: {got} kills in the {want:?} window in {trials} trials; \
+                 {} were needed",
+                form.per_window
+            ));
+        }
+    }
     // The trials must actually have killed runs, not only watched them finish.
     if kills < form.min_kills {
         failures.push(format!(
@@ -557,6 +696,7 @@ fn kill_anywhere_gzip(kind: Kind) {
         gzip: true,
         min_kills: GZIP_MIN_KILLS,
         max_trials: GZIP_MAX_TRIALS,
+        per_window: GZIP_PER_WINDOW,
     };
     kill_anywhere_trials(kind, false, gzip)
 }

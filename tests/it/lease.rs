@@ -48,7 +48,7 @@ fn expired_lease_is_taken_over(kind: Kind) {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.action(), "published");
     assert!(r.stderr.contains("took over a stale lease"), "{}", r.stderr);
-    assert!(lease_is_free(&w), "the lease is released at the end");
+    assert!(w.lease_is_free(LOCK), "the lease is released at the end");
 }
 
 /// The lease TTL of the killed-holder test on S3: short, so the takeover comes after
@@ -78,22 +78,33 @@ fn killed_holder_lease_is_taken_over(kind: Kind) {
     let input = w.put_input(NAME, &body);
     let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-staging")]);
     assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
-    assert!(!lease_is_free(&w), "a killed holder leaves its lease");
+    assert!(!w.lease_is_free(LOCK), "a killed holder leaves its lease");
     let holder = lease_holder(&w);
-    if w.is_s3() {
+    let r = if w.is_s3() {
         let busy = w.run(&input, &[]);
-        assert_eq!(
-            busy.code,
-            Some(75),
-            "a run before the expiry must be busy: {}",
-            busy.stderr
-        );
-        assert!(busy.stderr.contains(&holder), "{}", busy.stderr);
-        assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
-        assert_eq!(lease_holder(&w), holder, "a busy run took the lease");
-        w.wait_until_lease_runs_out(LOCK);
-    }
-    let r = w.run(&input, &[]);
+        // Judged by the record, not by a guess of how fast a run starts: a run that
+        // ended while the dead holder's record was still unexpired saw it unexpired,
+        // so it must have been busy and left everything alone. (On a machine so slow
+        // that the record ran out first, that run is the takeover checked below.)
+        if lease_record_is_free(&w.get(LOCK).expect("a lease record")) && busy.code == Some(0) {
+            eprintln!("{kind:?}: the lease ran out before the first run ended; it took over");
+            busy
+        } else {
+            assert_eq!(
+                busy.code,
+                Some(75),
+                "a run before the expiry must be busy: {}",
+                busy.stderr
+            );
+            assert!(busy.stderr.contains(&holder), "{}", busy.stderr);
+            assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
+            assert_eq!(lease_holder(&w), holder, "a busy run took the lease");
+            w.wait_until_lease_runs_out(LOCK);
+            w.run(&input, &[])
+        }
+    } else {
+        w.run(&input, &[])
+    };
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.action(), "published");
     assert!(r.stderr.contains("took over a stale lease"), "{}", r.stderr);
@@ -102,24 +113,18 @@ fn killed_holder_lease_is_taken_over(kind: Kind) {
         "names the dead holder: {}",
         r.stderr
     );
-    assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &body));
+    assert_eq!(w.get(RAW).unwrap(), expected_publish(&body));
     assert_eq!(
         checkpoint_sha(&w, CKPT).as_deref(),
         Some(sha256(&body).as_str())
     );
-    assert!(lease_is_free(&w), "the lease is released at the end");
+    assert!(w.lease_is_free(LOCK), "the lease is released at the end");
 }
 
 /// The run id the lease at `LOCK` names.
 fn lease_holder(w: &World) -> String {
     let v: serde_json::Value = serde_json::from_slice(&w.get(LOCK).expect("a lease")).unwrap();
     v["run_id"].as_str().expect("run_id").to_owned()
-}
-
-/// Free: absent, or a record released by its holder or expired.
-fn lease_is_free(w: &World) -> bool {
-    w.get(LOCK)
-        .is_none_or(|b| landing::lease::Lease::is_free(&b))
 }
 
 /// Racing trials of [`overlapping_runs_never_both_work`].
@@ -139,7 +144,7 @@ const MIN_OVERLAPPED: usize = TRIALS / 2;
 /// really run. Every trial ends in a clean run's state.
 fn overlapping_runs_never_both_work(kind: Kind) {
     let body = generated(3_000, 9);
-    let reference = clean_output(NAME, &body);
+    let reference = expected_publish(&body);
     let clean_end = |w: &World, what: &str| {
         assert_eq!(w.get(RAW).unwrap(), reference, "{what}");
         assert_eq!(
@@ -147,7 +152,7 @@ fn overlapping_runs_never_both_work(kind: Kind) {
             Some(sha256(&body).as_str()),
             "{what}"
         );
-        assert!(lease_is_free(w), "{what}: lease left behind");
+        assert!(w.lease_is_free(LOCK), "{what}: lease left behind");
         assert!(w.leftovers().is_empty(), "{what}: {:?}", w.leftovers());
     };
 

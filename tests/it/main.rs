@@ -17,6 +17,7 @@ mod inbox;
 mod kill;
 mod lease;
 mod metrics;
+mod model;
 mod s3;
 mod small;
 mod spill;

@@ -21,12 +21,7 @@ fn sample() -> Vec<u8> {
 /// CopyObject's.
 fn multipart_copy_promotion_publishes_the_same_bytes(server: Server) {
     let body = generated(60_000, 21); // ~12 MiB
-    let expected = {
-        let w = World::new(Kind::Local, "mpc-ref");
-        let i = w.put_input("big.jsonl", &body);
-        assert_eq!(w.run(&i, &[]).code, Some(0));
-        w.get("raw/progress/big.jsonl").unwrap()
-    };
+    let expected = expected_publish(&body);
     let w = World::new(Kind::S3(server), "mpc");
     let input = w.put_input("big.jsonl", &body);
     let proxy = Proxy::start(&server.endpoint());

@@ -25,6 +25,15 @@ fn small_inputs_run_several_at_once_by_default(kind: Kind) {
     let r = parse_inbox(paused.finish());
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(r.totals["totals"]["published"], 4, "{}", r.ctx());
+    for i in 1..=4 {
+        let raw = w
+            .get(&format!("raw/progress/s-{i}.jsonl"))
+            .expect("published");
+        assert!(
+            raw == expected_publish(&generated(50, i)),
+            "s-{i}: not the model's bytes"
+        );
+    }
 }
 
 /// Leases held (not released, not expired) under `locks/progress/`.
@@ -35,7 +44,7 @@ fn held_leases(w: &World) -> Vec<String> {
         .filter(|f| f.starts_with("progress/") && f.ends_with(".lock"))
         .filter(|f| {
             w.get(&format!("locks/{f}"))
-                .is_some_and(|b| !landing::lease::Lease::is_free(&b))
+                .is_some_and(|b| !lease_record_is_free(&b))
         })
         .collect()
 }
@@ -65,6 +74,13 @@ fn large_inputs_run_alone_by_default(kind: Kind) {
     let r = parse_inbox(paused.finish());
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(r.totals["totals"]["published"], 2, "{}", r.ctx());
+    for i in 1..=2 {
+        let raw = w
+            .get(&format!("raw/progress/large-{i}.jsonl"))
+            .expect("published");
+        let want = expected_publish(&generated(40_000, i));
+        assert!(raw == want, "large-{i}: not the model's bytes");
+    }
 }
 
 /// Requests of one kind among `seen`, leaving out the copy-fence probe's keys.

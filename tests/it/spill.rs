@@ -1,5 +1,5 @@
 //! Bounded memory (docs/design.md, "Memory and spill"): a run whose dedup index
-//! spills to scratch publishes exactly what an unbounded run publishes, refuses what
+//! spills to scratch publishes exactly what the reference model says, refuses what
 //! it refuses at the same line with the same counts, survives a crash at each step of
 //! the spill, leaves no scratch behind, and fails plainly on a full scratch disk.
 
@@ -25,7 +25,7 @@ fn example(name: &str) -> Vec<u8> {
 /// The inputs compared: the shipped days, a generated day with duplicates, and edge
 /// cases (copies straddling runs, a collision late in the file, bad lines, a
 /// prohibited field after a collision, a reject cap broken after a collision).
-fn corpus() -> Vec<(&'static str, Vec<u8>, &'static [&'static str])> {
+fn corpus() -> Vec<(&'static str, Vec<u8>, u64)> {
     let lines = |v: Vec<String>| (v.join("\n") + "\n").into_bytes();
     let copies: Vec<String> = (0..60).map(|i| event(&format!("e{}", i % 23), 1)).collect();
     let mut late = copies.clone();
@@ -38,29 +38,13 @@ fn corpus() -> Vec<(&'static str, Vec<u8>, &'static [&'static str])> {
     capped.push(event("e9", 4));
     capped.push("[]".into());
     vec![
-        (
-            "sample day",
-            example("progress-2026-03-02.jsonl"),
-            &["--max-rejected-lines", "1"],
-        ),
-        (
-            "second day",
-            example("progress-2026-03-03.jsonl"),
-            &["--max-rejected-lines", "5"],
-        ),
-        ("generated", generated(3000, 7), &[]),
-        ("copies across runs", lines(copies), &[]),
-        ("late collision", lines(late), &[]),
-        (
-            "collision before a prohibited field",
-            lines(prohibited),
-            &[],
-        ),
-        (
-            "collision before the cap",
-            lines(capped),
-            &["--max-rejected-lines", "1"],
-        ),
+        ("sample day", example("progress-2026-03-02.jsonl"), 1),
+        ("second day", example("progress-2026-03-03.jsonl"), 5),
+        ("generated", generated(3000, 7), 0),
+        ("copies across runs", lines(copies), 0),
+        ("late collision", lines(late), 0),
+        ("collision before a prohibited field", lines(prohibited), 0),
+        ("collision before the cap", lines(capped), 1),
     ]
 }
 
@@ -98,19 +82,37 @@ fn scratch_is_empty(dir: &Path) -> bool {
     std::fs::read_dir(dir).unwrap().next().is_none()
 }
 
-/// Each corpus, spilling every 3 events, matches the unbounded run exactly.
-fn a_spilling_run_matches_the_unbounded_run(kind: Kind) {
-    for (name, input, args) in corpus() {
-        let plain = World::new(kind, "plain");
-        let arg = plain.put_input(DAY, &input);
-        let expected = seen(&plain, &plain.run(&arg, args));
+/// What the reference model says a reader and an operator must see.
+fn expected_seen(input: &[u8], cap: u64) -> Seen {
+    let e = model::expect(
+        &model::contract_file("progress"),
+        input,
+        model::Opts {
+            max_rejected_lines: cap,
+            ..model::Opts::default()
+        },
+    );
+    let published = e.action == "published";
+    Seen {
+        code: Some(if published { 0 } else { 65 }),
+        counts: [e.accepted_rows, e.rejected_rows, e.duplicate_rows].map(serde_json::Value::from),
+        reason: e.reason,
+        raw: published.then_some(e.published),
+        quarantine: (published && e.rejected_rows > 0).then_some(e.quarantine),
+    }
+}
 
+/// Each corpus, spilling every 3 events, gives exactly what the reference model
+/// says: exit code, counts, reason, published and quarantine bytes.
+fn a_spilling_run_matches_the_model(kind: Kind) {
+    for (name, input, cap) in corpus() {
+        let expected = expected_seen(&input, cap);
         let w = World::new(kind, "spilled");
         let arg = w.put_input(DAY, &input);
         let dir = scratch(&w);
         let d = dir.to_str().unwrap();
-        let mut all = args.to_vec();
-        all.extend(["--scratch-dir", d]);
+        let cap_arg = cap.to_string();
+        let all = ["--max-rejected-lines", &cap_arg, "--scratch-dir", d];
         let r = w.run_env(&arg, &all, &[("LANDING_TEST_SPILL_EVERY", "3")]);
         assert_eq!(seen(&w, &r), expected, "{name}: {}", r.stderr);
         let spill = &r.summary.as_ref().unwrap()["spill"];
@@ -137,10 +139,10 @@ fn a_spilling_run_matches_the_unbounded_run(kind: Kind) {
 }
 
 /// A crash while spilling, merging or in the second pass: the rerun publishes the
-/// unbounded run's bytes and leaves no scratch and no staging.
+/// model's bytes and leaves no scratch and no staging.
 fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
     let input = generated(2000, 3);
-    let expected = clean_output(DAY, &input);
+    let expected = expected_publish(&input);
     for point in ["spill", "merge", "second-pass"] {
         let mut w = World::new(kind, point);
         if w.is_s3() {
@@ -181,7 +183,7 @@ fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
 }
 
 matrix! {
-    a_spilling_run_matches_the_unbounded_run: [local, seaweed, moto];
+    a_spilling_run_matches_the_model: [local, seaweed, moto];
     a_crash_at_each_spill_step_reruns_to_the_same_bytes: [local, seaweed, moto];
 }
 
@@ -190,7 +192,7 @@ matrix! {
 #[test]
 fn ids_sharing_a_digest_are_all_published() {
     let input = generated(1500, 11);
-    let expected = clean_output(DAY, &input);
+    let expected = expected_publish(&input);
     for spill in [None, Some("4")] {
         let w = World::new(Kind::Local, "squeezed");
         let arg = w.put_input(DAY, &input);
@@ -283,7 +285,7 @@ fn the_budget_is_shown_and_checked() {
 
 /// A gzip input with duplicates, published gzip: spilling (every 50 events, so the
 /// merge finds copies and the second pass decodes and encodes again) publishes the
-/// bytes of the in-memory run, and a collision found by the merge is refused on the
+/// bytes the model gives its content, and a collision found by the merge is refused on the
 /// decoded content's line.
 fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
     use std::io::Write;
@@ -294,22 +296,17 @@ fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
     };
     let name = "progress-2026-03-02.jsonl.gz";
     let raw = "raw/progress/progress-2026-03-02.jsonl.gz";
-    let mut content = generated(3000, 21);
-    let clean = gzip(&content);
+    let base = generated(3000, 21);
+    let clean = gzip(&base);
+    let mut content = base.clone();
     content.extend(format!("{}\n", event("e-late", 1)).into_bytes());
     content.extend(format!("{}\n", event("e-late", 2)).into_bytes());
     let colliding = gzip(&content);
     let args = ["--output-compression", "gzip"];
-    for (input, code) in [(clean, 0), (colliding, 65)] {
-        let plain = World::new(kind, "plain");
-        let arg = plain.put_input(name, &input);
-        let r = plain.run(&arg, &args);
-        assert_eq!(r.code, Some(code), "{}", r.stderr);
-        let expected = (
-            seen(&plain, &r).counts,
-            r.summary.unwrap()["reason"].clone(),
-            plain.get(raw),
-        );
+    for (input, content, code) in [(clean, base, 0), (colliding, content, 65)] {
+        let e = expected_seen(&content, 0);
+        assert_eq!(e.code, Some(code), "the model: {:?}", e.reason);
+        let expected = (e.counts, e.reason, e.raw);
 
         let w = World::new(kind, "spilled");
         let arg = w.put_input(name, &input);
@@ -320,7 +317,13 @@ fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
         assert_eq!(r.code, Some(code), "{}", r.stderr);
         let s = r.summary.as_ref().unwrap();
         assert_eq!(s["spill"]["second_pass"], code == 0, "{}", r.stdout);
-        let got = (seen(&w, &r).counts, s["reason"].clone(), w.get(raw));
+        let published = w.get(raw).map(|gz| {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz.as_slice()), &mut out)
+                .expect("the published object is gzip");
+            out
+        });
+        let got = (seen(&w, &r).counts, s["reason"].clone(), published);
         assert_eq!(got, expected);
         assert!(scratch_is_empty(&dir));
         assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
@@ -329,4 +332,143 @@ fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
 
 matrix! {
     a_compressed_input_and_output_spill_to_the_same_bytes: [local, seaweed];
+}
+
+/// Run `cmd` to its end and measure its peak resident memory, `ru_maxrss` (the
+/// kernel's high-water mark), as `wait4` reports it to the parent. The parent is a
+/// small Python process that forks and execs the run: the kernel carries a process's
+/// high-water mark across `exec`, so a run spawned straight from this test process
+/// (vfork: its memory) would report the test's own peak, not the run's.
+fn run_measuring_peak(cmd: Command, dir: &Path) -> (Run, u64) {
+    const MEASURE: &str = "import os, sys\n\
+pid = os.fork()\n\
+if pid == 0:\n    os.execv(sys.argv[2], sys.argv[2:])\n\
+_, status, usage = os.wait4(pid, 0)\n\
+open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n\
+sys.exit(os.waitstatus_to_exitcode(status) % 256)\n";
+    let (out, err, peak) = (dir.join("stdout"), dir.join("stderr"), dir.join("peak"));
+    let mut m = Command::new("python3");
+    m.arg("-c").arg(MEASURE).arg(&peak).arg(cmd.get_program());
+    m.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => m.env(k, v),
+            None => m.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        m.current_dir(d);
+    }
+    m.stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let status = m.status().expect("python3 runs the measuring parent");
+    let output = std::process::Output {
+        status,
+        stdout: std::fs::read(&out).unwrap(),
+        stderr: std::fs::read(&err).unwrap(),
+    };
+    let kib: u64 = std::fs::read_to_string(&peak)
+        .expect("the measured peak")
+        .trim()
+        .parse()
+        .expect("ru_maxrss in KiB");
+    // Linux reports ru_maxrss in KiB.
+    (Run::from_output(output), kib * 1024)
+}
+
+/// A day whose expected bytes are known by construction: `events` distinct events
+/// already in canonical form (keys sorted, no whitespace, UTC `Z`), and every 50th
+/// one sent again later. It publishes the distinct lines in input order.
+fn canonical_day(events: u64) -> (Vec<u8>, Vec<u8>) {
+    let line = |i: u64| {
+        format!(
+            r#"{{"attempt_number":{},"checkpoint":{},"event_id":"evt-{i:08}","event_time":"2026-03-02T{:02}:{:02}:{:02}Z","event_type":"checkpoint","learner_id":"lrn-{:05}","lesson_id":"lesson-{:03}-padding-to-two-hundred-bytes-a-line"}}"#,
+            1 + i % 3,
+            i % 1000,
+            i / 3600 % 24,
+            i / 60 % 60,
+            i % 60,
+            i % 50_000,
+            i % 400
+        ) + "\n"
+    };
+    let (mut input, mut published) = (Vec::new(), Vec::new());
+    for i in 0..events {
+        let l = line(i);
+        input.extend_from_slice(l.as_bytes());
+        published.extend_from_slice(l.as_bytes());
+        if i % 50 == 49 {
+            input.extend_from_slice(line(i - 25).as_bytes());
+        }
+    }
+    (input, published)
+}
+
+/// A real `--max-memory`, with no test hook: a day whose unbounded run holds more
+/// than the budget (measured in the same test) spills under it, publishes the
+/// expected bytes, and its peak resident memory (measured by the kernel) stays
+/// within the budget.
+#[test]
+fn a_real_budget_spills_and_the_peak_stays_within_it() {
+    // The least budget that runs: 48 MiB of process, 64 MiB of run buffers, 8 MiB of
+    // index (docs/design.md, "Memory and spill").
+    const BUDGET: u64 = 120 << 20;
+    let (input, expected) = canonical_day(2_500_000);
+    // The construction's premise, checked by the reference model on a prefix.
+    let prefix = &input[..input.len().min(200_000)];
+    let prefix = &prefix[..=prefix.iter().rposition(|&b| b == b'\n').unwrap()];
+    let e = model::expect(
+        &model::contract_file("progress"),
+        prefix,
+        model::Opts::default(),
+    );
+    assert!(
+        expected.starts_with(&e.published),
+        "the day is not canonical"
+    );
+    let w = World::new(Kind::Local, "real-budget");
+    let arg = w.put_input(DAY, &input);
+    drop(input);
+    let dir = scratch(&w);
+    let run = |budget: Option<&str>| {
+        let mut args = vec!["run", "--input", &arg, "--progress", "never"];
+        let lake = w.lake_arg();
+        args.extend(["--lake", &lake, "--scratch-dir", dir.to_str().unwrap()]);
+        args.extend(budget.iter().flat_map(|b| ["--max-memory", b]));
+        let mut cmd = w.command(&args, &[]);
+        cmd.env_remove("LANDING_TEST_SPILL_EVERY");
+        run_measuring_peak(cmd, w.tmp.path())
+    };
+    let (unbounded, peak_unbounded) = run(None);
+    assert_eq!(unbounded.code, Some(0), "{}", unbounded.stderr);
+    w.delete(RAW);
+    w.delete("checkpoints/progress/progress-2026-03-02.jsonl.json");
+    let (r, peak) = run(Some("120MiB"));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let spill = &r.summary.as_ref().expect("a summary")["spill"];
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    eprintln!(
+        "bounded run: peak {:.1} MiB of a {} MiB budget (unbounded: {:.1} MiB), spill {spill}",
+        mib(peak),
+        BUDGET >> 20,
+        mib(peak_unbounded)
+    );
+    assert!(
+        peak_unbounded > BUDGET,
+        "the day is too small to test the budget: unbounded peak {peak_unbounded} B"
+    );
+    assert!(
+        spill["runs"].as_u64().is_some_and(|n| n > 1),
+        "the budget did not make it spill: {}",
+        r.stdout
+    );
+    assert!(
+        w.get(RAW).unwrap() == expected,
+        "spilled bytes differ from the expected day"
+    );
+    assert!(
+        peak <= BUDGET,
+        "peak resident memory {peak} B is over the {BUDGET} B budget"
+    );
+    assert!(scratch_is_empty(&dir), "scratch left behind");
 }

@@ -147,8 +147,11 @@ fn relative(key: &str) -> &str {
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+    // Only a missing folder is empty; any other error fails the test.
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => panic!("reading {}: {e}", dir.display()),
     };
     for entry in entries {
         let entry = entry.expect("dir entry");

@@ -24,10 +24,6 @@ const RAW: &str = "raw/progress/progress-2026-12-01.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-12-01.jsonl.json";
 const LOCK: &str = "locks/progress/progress-2026-12-01.jsonl.lock";
 
-/// No run that is not stuck takes this long here; a run blocked on a frozen holder
-/// would (the fault this guards against waited forever).
-const NO_HANG: Duration = Duration::from_secs(45);
-
 // ---------------------------------------------------------------------------------
 // The CronJob, as k8s/ declares it.
 
@@ -204,7 +200,7 @@ fn replay_killed_pod(kind: Kind, pod: Pod) -> Duration {
                 r.stdout,
                 r.stderr
             );
-            assert_eq!(w.get(RAW).unwrap(), clean_output(NAME, &new), "{pod:?}");
+            assert_eq!(w.get(RAW).unwrap(), expected_publish(&new), "{pod:?}");
             assert!(w.leftovers().is_empty(), "{pod:?}: {:?}", w.leftovers());
             let took = killed_at.elapsed();
             eprintln!("{kind:?} {pod:?}: SIGKILL mid-stream -> published by retry {n}, {took:.1?} after the kill");
@@ -254,7 +250,7 @@ fn stderr_until(child: &mut Child, marker: &str) -> std::sync::mpsc::Receiver<St
             }
         }
     });
-    let deadline = Instant::now() + NO_HANG;
+    let deadline = Instant::now() + HANG_GUARD;
     let mut seen = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -349,16 +345,18 @@ fn short_lease(w: &mut World) -> Duration {
     Duration::from_secs(ttl.parse().unwrap())
 }
 
-/// A run that another run must get past: it finishes within the bound, answering
-/// 0 (nothing held it) or 75 (busy, or the write it needed was locked).
+/// A run that another run must get past: it ends by itself, answering 0 (nothing
+/// held it) or 75 (busy, or the write it needed was locked). A run blocked by the
+/// frozen holder would never end: the watchdog kills it after [`HANG_GUARD`], a bound
+/// only a hang reaches, not a measure of speed.
 fn other_run_is_not_blocked(w: &World, input: &str, who: &str) -> Run {
-    let t = Instant::now();
-    let r = w.run(input, &[]);
-    let took = t.elapsed();
-    assert!(
-        took < NO_HANG,
-        "{who} took {took:?}: blocked by the frozen holder"
-    );
+    let child = w
+        .command(&["run", "--input", input, "--lake", &w.lake_arg()], &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let r = Run::from_output(wait_or_kill(child, HANG_GUARD, who));
     assert!(
         matches!(r.code, Some(0 | 75)),
         "{who} exited {:?}:\n{}",
@@ -393,7 +391,7 @@ fn frozen_holder_never_blocks_another(kind: Kind, point: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    wait_stopped(&mut frozen, NO_HANG);
+    wait_stopped(&mut frozen, HANG_GUARD);
     let frozen_at = Instant::now();
     let b = other_run_is_not_blocked(&w, &input, "a run while the holder is frozen");
     w.wait_until_lease_runs_out(LOCK);
@@ -426,12 +424,11 @@ fn frozen_holder_never_blocks_another(kind: Kind, point: &str) {
         checkpoint_sha(&w, CKPT).as_deref(),
         Some(sha256(&new).as_str())
     );
-    assert_eq!(w.get(RAW).unwrap(), {
-        let r = World::new(Kind::Local, "frozen-ref");
-        let i = r.put_input(NAME, &new);
-        assert_eq!(r.run(&i, &["--max-rejected-lines", "5"]).code, Some(0));
-        r.get(RAW).unwrap()
-    });
+    let opts = model::Opts {
+        max_rejected_lines: 5,
+        ..model::Opts::default()
+    };
+    assert_eq!(w.get(RAW).unwrap(), expected_publish_with(&new, opts));
     assert_zones_hold_only(&w, &[NAME], &[NAME]);
 }
 
@@ -630,31 +627,35 @@ fn foreign_lease(in_secs: i64) -> Vec<u8> {
 fn a_run_waits_for_a_held_lease(kind: Kind) {
     let w = World::new(kind, "lease-wait");
     let input = w.put_input(NAME, &generated(300, 101));
-    w.put(LOCK, &foreign_lease(3));
-    let t = Instant::now();
+    let held = foreign_lease(3);
+    w.put(LOCK, &held);
     let r = w.run(&input, &["--lease-wait", "60"]);
-    let took = t.elapsed();
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.action(), "published");
     assert!(r.stderr.contains("waiting for it"), "{}", r.stderr);
+    // It took the lease only once the holder's record had run out: the checkpoint it
+    // committed is stamped at or after the record's expiry (one machine, one clock).
+    let rfc3339 = time::format_description::well_known::Rfc3339;
+    let at = |bytes: &[u8], field: &str| {
+        let v: Value = serde_json::from_slice(bytes).expect("JSON");
+        time::OffsetDateTime::parse(v[field].as_str().expect(field), &rfc3339).expect(field)
+    };
+    let committed = at(&w.get(CKPT).expect("a checkpoint"), "committed_at");
+    let expired = at(&held, "expires_at");
     assert!(
-        took >= Duration::from_secs(2),
-        "published after {took:?}, before the lease expired"
+        committed >= expired,
+        "committed at {committed}, before the held lease expired at {expired}"
     );
 
     let w = World::new(kind, "lease-wait-busy");
     let input = w.put_input(NAME, &generated(300, 102));
     let held = foreign_lease(3600);
     w.put(LOCK, &held);
-    let t = Instant::now();
     let r = w.run(&input, &["--lease-wait", "2"]);
-    let took = t.elapsed();
     assert_eq!(r.code, Some(75), "{}", r.stderr);
-    assert!(
-        took >= Duration::from_secs(2),
-        "answered busy after {took:?}, before --lease-wait"
-    );
-    assert!(took < NO_HANG, "{took:?}");
+    // It waited (it said so) and then answered busy, naming the holder.
+    assert!(r.stderr.contains("waiting for it"), "{}", r.stderr);
+    assert!(r.stderr.contains("other-run"), "{}", r.stderr);
     assert_eq!(
         w.get(LOCK).unwrap(),
         held,
@@ -687,10 +688,8 @@ fn sigterm_stops_a_lease_wait(kind: Kind) {
         .spawn()
         .expect("spawn");
     let _lines = stderr_until(&mut child, "waiting for it");
-    let t = Instant::now();
     signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().expect("wait");
-    assert!(t.elapsed() < NO_HANG);
     assert_eq!(out.status.code(), Some(143));
     let summary: Value = serde_json::from_slice(&out.stdout).expect("a summary");
     assert_eq!(summary["action"], "interrupted");

@@ -1,15 +1,18 @@
 //! What the test modules share: the backends a body runs on ([`Backend`], [`matrix!`]),
 //! the S3 test servers (`servers`), one test's world of inbox, lake and runs of the
 //! binary (`world`), runs stopped at a pause point or frozen, and signals to them
-//! (`paused`), the fault-injecting proxy (`proxy`), and a real Prometheus
-//! Pushgateway with its scrape parsed (`pushgateway`).
+//! (`paused`), the fault-injecting proxy (`proxy`), a real Prometheus Pushgateway
+//! with its scrape parsed (`pushgateway`), and the reference model that gives every
+//! expected byte (`model`).
 
+pub mod model;
 pub mod paused;
 pub mod proxy;
 pub mod pushgateway;
 pub mod servers;
 pub mod world;
 
+pub use model::{expected_publish, expected_publish_with};
 pub use paused::{signal, wait_stopped, Paused};
 pub use servers::{test_s3_config, Server};
 pub use world::*;

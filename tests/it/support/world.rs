@@ -458,8 +458,12 @@ impl World {
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, String)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+    // Only a folder that does not exist is empty: any other error (permissions, I/O)
+    // must fail the test, never read as "nothing left".
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => panic!("reading {}: {e}", dir.display()),
     };
     for e in entries {
         let e = e.unwrap();
@@ -504,7 +508,28 @@ pub const SHORT_LEASE: [(&str, &str); 2] = [
     ("LANDING_S3_ATTEMPT_TIMEOUT", "2"),
 ];
 
+/// Is the lease record `bytes` free: released by its holder, or past its
+/// `expires_at`? Read from the record's documented fields (docs/design.md, the
+/// lease), never through the crate's own lease code.
+pub fn lease_record_is_free(bytes: &[u8]) -> bool {
+    let v: Value = serde_json::from_slice(bytes).expect("a lease record is JSON");
+    if v["released"] == true {
+        return true;
+    }
+    let fmt = time::format_description::well_known::Rfc3339;
+    let expires = v["expires_at"]
+        .as_str()
+        .and_then(|t| time::OffsetDateTime::parse(t, &fmt).ok())
+        .unwrap_or_else(|| panic!("a lease record without an RFC 3339 expires_at: {v}"));
+    expires <= time::OffsetDateTime::now_utc()
+}
+
 impl World {
+    /// Is the lease at `key` free: absent, released, or expired?
+    pub fn lease_is_free(&self, key: &str) -> bool {
+        self.get(key).is_none_or(|b| lease_record_is_free(&b))
+    }
+
     /// On S3, wait until the lease at `key` is free: absent, released, or expired. (A
     /// local lake takes a dead holder's lease over at once.)
     pub fn wait_for_lease_expiry(&self, key: &str) {
@@ -589,19 +614,43 @@ pub fn generated(lines: u64, seed: u64) -> Vec<u8> {
     v
 }
 
+/// The watchdog of a wait that only a hang would exhaust: ten minutes, never a
+/// measure of speed (no test asserts on how long something took).
+pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Wait for `child`; past `guard` it is hung: kill it and fail, naming `who`.
+pub fn wait_or_kill(
+    child: std::process::Child,
+    guard: std::time::Duration,
+    who: &str,
+) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let out = child.wait_with_output();
+        let _ = tx.send(());
+        out
+    });
+    if rx.recv_timeout(guard).is_err() {
+        // SAFETY: kill(2) on our own child's pid, which the waiter has not reaped.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        let _ = waiter.join();
+        panic!("{who} never ended within {guard:?}: it hung");
+    }
+    waiter.join().expect("the waiter").expect("wait")
+}
+
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
-    landing::identity::hex(&sha2::Sha256::digest(bytes))
-}
-
-/// Published bytes of a clean run of `input` named `name` in a fresh local lake.
-pub fn clean_output(name: &str, input: &[u8]) -> Vec<u8> {
-    let w = World::new(Kind::Local, "reference");
-    let arg = w.put_input(name, input);
-    let r = w.run(&arg, &[]);
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
-    w.get(&format!("raw/progress/{name}")).expect("published")
+    use std::fmt::Write;
+    // Hex by hand: the expected hash must not go through the crate's own encoder.
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// The input hash the checkpoint at `key` records, if there is one.

@@ -198,6 +198,50 @@ fn contract_check_validates_one_file() {
     assert_eq!(r.code, Some(2));
     assert!(r.stderr.contains(&bad), "{}", r.stderr);
     assert!(w.get("checkpoints").is_none());
+    // A contract whose name is not the product exits 2 naming the file
+    // (docs/contracts.md section 4), from --contract and from --contracts-dir.
+    let enrollment = repo("contracts/enrollment.json").display().to_string();
+    let r = w.landing(
+        &[
+            "check",
+            "--input",
+            &input,
+            "--product",
+            "progress",
+            "--contract",
+            &enrollment,
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&enrollment) && r.stderr.contains("not \"progress\""),
+        "{}",
+        r.stderr
+    );
+    let dir = w.tmp.path().join("misnamed");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(repo("contracts/enrollment.json"), dir.join("orders.json")).unwrap();
+    let dir_arg = dir.display().to_string();
+    let r = w.landing(
+        &[
+            "check",
+            "--input",
+            &input,
+            "--product",
+            "orders",
+            "--contracts-dir",
+            &dir_arg,
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&dir.join("orders.json").display().to_string()),
+        "{}",
+        r.stderr
+    );
     // A product without a contract is a usage error too.
     let r = w.landing(&["check", "--input", &input, "--product", "orders"], &[]);
     assert_eq!(r.code, Some(2));
@@ -205,6 +249,57 @@ fn contract_check_validates_one_file() {
         r.stderr.contains("no contract for product \"orders\""),
         "{}",
         r.stderr
+    );
+}
+
+/// `verify --deep` names the contract's identity field when two published lines
+/// share one: `enrollment_id` for enrollment, not `event_id`.
+#[test]
+fn verify_deep_names_the_identity_field() {
+    let w = World::new(Kind::Local, "deep-identity");
+    let body = format!("{}\n{}\n", enrollment("e-1", 1), enrollment("e-2", 2));
+    let input = w.put_input(DAY, body.as_bytes());
+    assert_eq!(run(&w, &input, &[]).code, Some(0));
+    // A published line repeated by hand behind the checkpoint's back.
+    let raw = format!("raw/enrollment/{DAY}");
+    let mut published = w.get(&raw).unwrap();
+    let first = published.split(|&b| b == b'\n').next().unwrap().to_vec();
+    published.extend_from_slice(&first);
+    published.push(b'\n');
+    w.put(&raw, &published);
+    // ... and the checkpoint made to match it, so only --deep can tell.
+    let key = format!("checkpoints/enrollment/{DAY}.json");
+    let mut c: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&w.get(&key).unwrap()).unwrap();
+    for (k, v) in crate::inbox::current_identity(&w, &raw) {
+        c.insert(k, v);
+    }
+    w.put(&key, &serde_json::to_vec(&c).unwrap());
+    let (lake, dir) = (w.lake_arg(), contracts_dir());
+    let v = w.landing(
+        &[
+            "verify",
+            "--lake",
+            &lake,
+            "--deep",
+            "--json",
+            "--product",
+            "enrollment",
+            "--contracts-dir",
+            &dir,
+        ],
+        &[],
+    );
+    let finding = v
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|f| f["finding"] == "duplicate_event_id")
+        .unwrap_or_else(|| panic!("no duplicate finding:\n{}\n{}", v.stdout, v.stderr));
+    let message = finding["detail"].as_str().expect("a detail");
+    assert!(
+        message.contains("repeat an earlier enrollment_id"),
+        "{finding}"
     );
 }
 

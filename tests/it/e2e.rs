@@ -220,7 +220,13 @@ fn check_writes_nothing(kind: Kind) {
     // Without a cap the same file would be refused: check says so with exit 65.
     let r = w.landing(&["check", "--input", &input], &env);
     assert_eq!(r.code, Some(65));
-    assert_eq!(r.summary.as_ref().unwrap()["reason"]["kind"], "reject_cap");
+    let s = r.summary.as_ref().unwrap();
+    assert_eq!(s["reason"]["kind"], "reject_cap");
+    // The reject that broke the cap is listed with its reason: a producer must see it.
+    assert_eq!(
+        s["quarantine_reasons"],
+        serde_json::json!([{"line": 6, "reason": "invalid_json"}])
+    );
     // Neither check wrote anything anywhere it could: not the lake, the inbox, its
     // working dir or home (the temp dir), nor anywhere in the bucket.
     let after = w.snapshot_everything();

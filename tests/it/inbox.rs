@@ -648,7 +648,7 @@ fn busy_and_failed_inputs_do_not_stop_the_others(kind: Kind) {
 }
 
 /// The checkpoint fields that name the published object's identity as it is now.
-fn current_identity(w: &World, key: &str) -> serde_json::Map<String, Value> {
+pub(crate) fn current_identity(w: &World, key: &str) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
     match w.s3_parts() {
         Some((rt, client, bucket)) => {

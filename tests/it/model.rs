@@ -10,7 +10,6 @@
 
 use std::path::Path;
 
-
 use crate::support::model::{self, Expected, Opts};
 use crate::support::*;
 

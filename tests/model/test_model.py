@@ -93,6 +93,10 @@ def _gzip(data, how):
         return whole[: len(whole) // 2]
     if how == "trailing":
         return gzip.compress(data, mtime=0) + b"garbage"
+    if how == "trailing_newline":
+        return gzip.compress(data, mtime=0) + b"\n"
+    if how == "empty_member":
+        return gzip.compress(data, mtime=0) + gzip.compress(b"", mtime=0)
     raise ValueError(how)
 
 
@@ -376,15 +380,13 @@ class Corpus(unittest.TestCase):
     def test_every_reason_code_appears_in_mixed(self):
         for name in CONTRACT_FILES:
             c = contract(name)
-            data = b"".join(corpus.generate(contract_spec(name), s, 3000, "mixed") for s in range(2))
             seen = set()
             for s in range(3):
-                r = lm.model(c, corpus.generate(contract_spec(name), s, 3000, "mixed"), 10**6)
+                r = lm.model(c, corpus.generate(contract_spec(name), s, 2000, "mixed"), 10**6)
                 seen.update(code for _, code in r.quarantine_reasons)
             want = {"invalid_utf8", "invalid_json", "not_an_object", "duplicate_key", "unknown_field"}
             want |= {"missing_" + f.name for f in c.fields if f.required}
             want |= {"invalid_" + f.name for f in c.fields}
-            self.assertTrue(data)
             self.assertEqual(want - seen, set())
 
 

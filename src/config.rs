@@ -27,6 +27,10 @@ pub enum Progress {
     Auto,
     Always,
     Never,
+    /// `-q`: no bars and no line per input; an inbox run still says its totals on a
+    /// terminal. Not a `--progress` value.
+    #[value(skip)]
+    Quiet,
 }
 
 /// The validated configuration of one run; functions take this, never the environment.

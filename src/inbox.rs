@@ -321,6 +321,8 @@ struct InboxProgress {
     last_log: Mutex<Instant>,
     /// Rows published so far (the totals line on a terminal).
     rows: std::sync::atomic::AtomicU64,
+    /// `-q` at a terminal: no bars, no line per input, the totals at the end.
+    quiet_totals: bool,
 }
 
 impl InboxProgress {
@@ -333,6 +335,7 @@ impl InboxProgress {
             .unwrap_or(0);
         let now = Instant::now();
         InboxProgress {
+            quiet_totals: mode == Mode::Quiet && progress::terminal(),
             bar: progress::footer(total, name_col, mode),
             total,
             name_col,
@@ -374,9 +377,14 @@ impl InboxProgress {
 
     /// Clear the footer; on a terminal, the totals take its place.
     fn finish(&self, totals: &Totals) {
-        let Some(bar) = &self.bar else { return };
-        progress::end_footer();
-        bar.finish_and_clear();
+        match &self.bar {
+            Some(bar) => {
+                progress::end_footer();
+                bar.finish_and_clear();
+            }
+            None if self.quiet_totals => {}
+            None => return,
+        }
         let mut counts = vec![
             ("published", totals.published),
             ("skipped", totals.skipped),

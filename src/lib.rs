@@ -1,5 +1,5 @@
-//! `landing` lands one closed JSONL file of learner progress events from an inbox
-//! into the raw zone of a data lake, under a run contract: a retry, a crash at any
+//! `landing` lands closed JSONL event files (any stream with a contract file) from
+//! an inbox into the raw zone of a data lake, under a run contract: a retry, a crash at any
 //! instant, an overlapping run or a bad file never doubles, tears or leaks data.
 //!
 //! Module map, in the order a run meets them. Dependencies point one way: `main.rs`

@@ -48,7 +48,10 @@ fn main() -> ExitCode {
     tune_allocator();
     // clap prints usage errors and exits with code 2 itself.
     let cli = Cli::parse();
-    init_tracing(cli.log_format(), cli.log_level());
+    // At a terminal with bars, each input's result line says what its INFO lines
+    // would: the default is quieter there (issue 36); elsewhere nothing changes.
+    let bars = cli.draws_bars() && std::io::stderr().is_terminal();
+    init_tracing(cli.log_format(), &cli.log_level(bars));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

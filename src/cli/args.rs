@@ -30,12 +30,12 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Input: a local path or s3://bucket/key (`run` takes --inbox instead for many).
-    #[arg(long, env = "LANDING_INPUT")]
+    #[arg(long, env = "LANDING_INPUT", help_heading = "Input")]
     pub input: Option<String>,
 
     /// Product name: selects the contract and the lake prefixes (default: the
     /// --contract file's name, else progress).
-    #[arg(long, env = "LANDING_PRODUCT")]
+    #[arg(long, env = "LANDING_PRODUCT", help_heading = "Input")]
     pub product: Option<String>,
 
     #[command(flatten)]
@@ -43,26 +43,31 @@ pub struct CommonArgs {
 
     /// Longest accepted line in bytes; longer lines are quarantined as
     /// line_too_long (default: the contract's max_line_bytes).
-    #[arg(long, env = "LANDING_MAX_LINE_BYTES")]
+    #[arg(long, env = "LANDING_MAX_LINE_BYTES", help_heading = "Limits")]
     pub max_line_bytes: Option<usize>,
 
     /// A gzip or zstd input whose content decodes to more bytes than this is refused
     /// as a likely bomb (decompressed_too_large). Default 1 TiB.
-    #[arg(long, env = "LANDING_MAX_DECOMPRESSED_BYTES", default_value_t = DEFAULT_MAX_DECOMPRESSED)]
+    #[arg(long, env = "LANDING_MAX_DECOMPRESSED_BYTES", default_value_t = DEFAULT_MAX_DECOMPRESSED, help_heading = "Limits")]
     pub max_decompressed_bytes: u64,
 
     /// Quarantined lines tolerated before the file is refused (0: fail closed).
-    #[arg(long, env = "LANDING_MAX_REJECTED_LINES", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "LANDING_MAX_REJECTED_LINES",
+        default_value_t = 0,
+        help_heading = "Limits"
+    )]
     pub max_rejected_lines: u64,
 
     /// Memory budget of the process (`512MiB`, `3GiB`, bytes, or `unlimited`). By
     /// default the cgroup memory limit less headroom, else unlimited. Past its share
     /// the dedup index spills to --scratch-dir; --jobs divides the budget.
-    #[arg(long, env = "LANDING_MAX_MEMORY")]
+    #[arg(long, env = "LANDING_MAX_MEMORY", help_heading = "Limits")]
     pub max_memory: Option<String>,
 
     /// Folder for the dedup index's spill runs (default: the system temp folder).
-    #[arg(long, env = "LANDING_SCRATCH_DIR")]
+    #[arg(long, env = "LANDING_SCRATCH_DIR", help_heading = "Limits")]
     pub scratch_dir: Option<PathBuf>,
 
     /// Test hook: spill the dedup index every N distinct events (and N records).
@@ -74,12 +79,20 @@ pub struct CommonArgs {
     pub id_digest_bits: Option<u32>,
 
     /// Log format on stderr.
-    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "LANDING_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        help_heading = "Logging"
+    )]
     pub log_format: LogFormat,
 
     /// Log filter (tracing-subscriber syntax, e.g. `info` or `landing=debug`).
-    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
+    /// Default `info`; `warn` at a terminal showing progress bars, where each input's
+    /// result line already says what an INFO line would. -v and -q override it.
+    #[arg(long, env = "LANDING_LOG_LEVEL", help_heading = "Logging")]
+    pub log_level: Option<String>,
 
     #[command(flatten)]
     pub s3: S3Args,
@@ -92,17 +105,22 @@ pub struct RunArgs {
     pub common: CommonArgs,
 
     /// Lake root: a folder (created if missing) or s3://bucket/prefix.
-    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    #[arg(
+        long,
+        env = "LANDING_LAKE",
+        default_value = "./lake",
+        help_heading = "Lake"
+    )]
     pub lake: String,
 
     /// Seconds a lease lives without renewal; a dead holder blocks no longer than this.
-    #[arg(long, env = "LANDING_LEASE_TTL", default_value_t = DEFAULT_LEASE_TTL)]
+    #[arg(long, env = "LANDING_LEASE_TTL", default_value_t = DEFAULT_LEASE_TTL, help_heading = "Lake")]
     pub lease_ttl: u64,
 
     /// Seconds to wait for an input whose lease another run holds (polling with
     /// jittered backoff until it is released or expires) before answering busy (75).
     /// An inbox run lands the free inputs first, then waits for the busy ones.
-    #[arg(long, env = "LANDING_LEASE_WAIT", default_value_t = DEFAULT_LEASE_WAIT)]
+    #[arg(long, env = "LANDING_LEASE_WAIT", default_value_t = DEFAULT_LEASE_WAIT, help_heading = "Lake")]
     pub lease_wait: u64,
 
     /// How published objects are stored: none (plain JSONL), gzip (level 6, the
@@ -112,25 +130,36 @@ pub struct RunArgs {
         long,
         env = "LANDING_OUTPUT_COMPRESSION",
         value_enum,
-        default_value = "none"
+        default_value = "none",
+        help_heading = "Lake"
     )]
     pub output_compression: OutputCompression,
 
     /// Sweep leftovers (staging objects, temp files) of crashed runs older than this many seconds.
-    #[arg(long, env = "LANDING_SWEEP_AGE", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "LANDING_SWEEP_AGE",
+        default_value_t = 0,
+        help_heading = "Lake"
+    )]
     pub sweep_age: u64,
 
     /// Show a progress bar on a terminal (auto), always, or never.
-    #[arg(long, env = "LANDING_PROGRESS", default_value = "auto")]
+    #[arg(
+        long,
+        env = "LANDING_PROGRESS",
+        default_value = "auto",
+        help_heading = "Output"
+    )]
     pub progress: Progress,
 
     /// Push the run's metrics to this Prometheus Pushgateway when it ends
     /// (http(s)://host:port); a failed push is logged and changes nothing else.
-    #[arg(long, env = "LANDING_PUSHGATEWAY")]
+    #[arg(long, env = "LANDING_PUSHGATEWAY", help_heading = "Output")]
     pub pushgateway: Option<String>,
 
     /// Seconds the push may take at most (it never delays the exit longer).
-    #[arg(long, env = "LANDING_PUSHGATEWAY_TIMEOUT", default_value_t = crate::metrics::DEFAULT_TIMEOUT)]
+    #[arg(long, env = "LANDING_PUSHGATEWAY_TIMEOUT", default_value_t = crate::metrics::DEFAULT_TIMEOUT, help_heading = "Output")]
     pub pushgateway_timeout: u64,
 
     /// Drill hook: abort the process at a named point (crash drills and tests).
@@ -155,6 +184,7 @@ pub struct RunArgs {
 
 /// Options of an inbox run (`landing run --inbox`), docs/design.md section 6.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Inbox")]
 pub struct InboxArgs {
     /// Land every file directly under this folder or s3://bucket/prefix/ (no recursion)
     /// instead of one --input.
@@ -199,7 +229,12 @@ pub struct InboxArgs {
 pub struct DrillArgs {
     /// Lake to drill against: a folder or s3://bucket/prefix. The drill works in a
     /// scratch namespace `drills/<drill id>/` under it and removes it afterwards.
-    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    #[arg(
+        long,
+        env = "LANDING_LAKE",
+        default_value = "./lake",
+        help_heading = "Lake"
+    )]
     pub lake: String,
 
     /// Size of the generated input in MiB (use more than two S3 parts to drill
@@ -221,11 +256,22 @@ pub struct DrillArgs {
     pub compress: OutputCompression,
 
     /// Log format on stderr.
-    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "LANDING_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        help_heading = "Logging"
+    )]
     pub log_format: LogFormat,
 
-    /// Log filter.
-    #[arg(long, env = "LANDING_LOG_LEVEL", default_value = "warn")]
+    /// Log filter (tracing-subscriber syntax); -v and -q override it.
+    #[arg(
+        long,
+        env = "LANDING_LOG_LEVEL",
+        default_value = "warn",
+        help_heading = "Logging"
+    )]
     pub log_level: String,
 
     #[command(flatten)]
@@ -238,7 +284,12 @@ const DRILL_LEASE_TTL: u64 = 6;
 #[derive(Debug, Clone, Args)]
 pub struct AuditArgs {
     /// Lake root: a folder or s3://bucket/prefix.
-    #[arg(long, env = "LANDING_LAKE", default_value = "./lake")]
+    #[arg(
+        long,
+        env = "LANDING_LAKE",
+        default_value = "./lake",
+        help_heading = "Lake"
+    )]
     pub lake: String,
 
     /// Product whose checkpoints are examined (default: the --contract file's
@@ -254,15 +305,23 @@ pub struct AuditArgs {
     pub json: bool,
 
     /// Log format on stderr.
-    #[arg(long, env = "LANDING_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "LANDING_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        help_heading = "Logging"
+    )]
     pub log_format: LogFormat,
 
-    /// Log filter. (The SDK warns on every GET of an object with a multipart
-    /// checksum, which `verify --deep` reads by design: quiet by default.)
+    /// Log filter; -v and -q override it. (The SDK warns on every GET of an object
+    /// with a multipart checksum, which `verify --deep` reads by design: quiet by
+    /// default.)
     #[arg(
         long,
         env = "LANDING_LOG_LEVEL",
-        default_value = "warn,aws_sdk_s3::http_response_checksum=error"
+        default_value = "warn,aws_sdk_s3::http_response_checksum=error",
+        help_heading = "Logging"
     )]
     pub log_level: String,
 
@@ -272,6 +331,7 @@ pub struct AuditArgs {
 
 /// Where the product's contract comes from (docs/contracts.md).
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Input")]
 pub struct ContractArgs {
     /// The product's contract file (JSON). Default: --contracts-dir, else the
     /// contract built into the binary (progress).
@@ -294,6 +354,7 @@ impl ContractArgs {
 
 /// S3 options; ignored for local inputs and lakes.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "S3")]
 pub struct S3Args {
     /// Path-style addressing (MinIO, LocalStack, SeaweedFS).
     #[arg(long, env = "LANDING_S3_FORCE_PATH_STYLE")]

@@ -18,10 +18,35 @@ use crate::summary::Summary;
 #[command(
     name = "landing",
     version,
-    about = "Land closed JSONL files of learner progress events into a data lake's raw zone",
-    long_about = None,
+    about = "Land closed JSONL event files (any stream with a contract file) into a data lake's raw zone, crash-safe",
+    long_about = "Land closed JSONL event files (any stream with a contract file) into the raw zone \
+of a data lake on S3-compatible storage or a local folder. Each line is checked against its product's contract file \
+(docs/contracts.md); a retry, a crash, an overlapping run or a bad file never doubles, \
+tears or leaks data, and every run prints what it did.",
+    after_help = "Examples:\n  \
+landing run --input examples/inbox/progress-2026-03-02.jsonl --max-rejected-lines 1\n  \
+landing run --inbox s3://inbox/progress/ --lake s3://lake/raw-zone\n  \
+landing check --input day.jsonl\n  \
+landing status --lake ./lake\n\n\
+Exit codes: 0 ok, 1 error, 2 usage, 65 refused, 75 busy or conflict, 130/143 interrupted."
 )]
 pub struct Cli {
+    /// More log lines on stderr: -v INFO (at a terminal they are hidden behind the
+    /// bars by default), -vv DEBUG. Overrides --log-level.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = "Logging")]
+    pub verbose: u8,
+
+    /// Only errors on stderr, and an inbox run's totals; no bars. Overrides
+    /// --log-level.
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        help_heading = "Logging"
+    )]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -32,23 +57,74 @@ pub struct Cli {
 pub enum Command {
     /// Land one input (--input) or every input of an inbox (--inbox): publish,
     /// skip (unchanged) or refuse each.
+    #[command(after_help = "Examples:\n  \
+landing run --input examples/inbox/progress-2026-03-02.jsonl --max-rejected-lines 1\n  \
+landing run --input day.jsonl --lake s3://lake-bucket/lake --lease-wait 240\n  \
+landing run --inbox s3://inbox-bucket/progress/ --lake s3://lake-bucket/lake --min-age 300\n  \
+landing run --input day.jsonl --product enrollment --contracts-dir contracts\n  \
+landing run --inbox ./inbox --dry-run")]
     Run(RunArgs),
     /// Validate one input exactly as `run` would, writing nothing anywhere.
+    #[command(after_help = "Examples:\n  \
+landing check --input day.jsonl\n  \
+landing check --input day.jsonl.gz --max-rejected-lines 10\n  \
+landing check --input day.jsonl --contract contracts/enrollment.json")]
     Check(CommonArgs),
     /// Write a deterministic sample input (drills, tests, benchmarks).
+    #[command(after_help = "Example:\n  landing generate --lines 1000000 --out day.jsonl")]
     Generate(GenerateArgs),
     /// Rehearse the crash diagram against a store (scratch namespace under the lake).
+    #[command(after_help = "Examples:\n  \
+landing drill --lake ./lake\n  \
+landing drill --lake s3://lake-bucket/lake --size-mib 24 --json")]
     Drill(DrillArgs),
     /// Show the lake: one row per checkpointed input, leases held, staging leftovers
     /// (or one input's run history). Reads only.
+    #[command(after_help = "Examples:\n  \
+landing status --lake ./lake\n  \
+landing status --lake s3://lake-bucket/lake --history progress-2026-03-02.jsonl\n  \
+landing status --lake ./lake --product enrollment --contracts-dir contracts --json")]
     Status(StatusArgs),
     /// Check every checkpoint against its published object (--deep: read and check
     /// every line). Exit 0 clean, 1 with one line per finding. Reads only.
+    #[command(after_help = "Examples:\n  \
+landing verify --lake ./lake\n  \
+landing verify --lake s3://lake-bucket/lake --deep --json")]
     Verify(VerifyArgs),
     /// Product contracts (docs/contracts.md): check a file, show the one in force,
     /// print the JSON Schema producers validate lines with.
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  \
+landing contract check contracts/enrollment.json\n  \
+landing contract show enrollment --contracts-dir contracts\n  \
+landing contract schema progress > progress.schema.json")]
     Contract(ContractCommand),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish), or write
+    /// every shell's into a folder.
+    #[command(after_help = "Examples:\n  \
+landing completions bash > ~/.local/share/bash-completion/completions/landing\n  \
+landing completions zsh > \"${fpath[1]}/_landing\"\n  \
+landing completions fish > ~/.config/fish/completions/landing.fish\n  \
+landing completions --out-dir /usr/local/share/landing/completions")]
+    Completions {
+        /// The shell whose script is printed.
+        #[arg(required_unless_present = "out_dir")]
+        shell: Option<clap_complete::Shell>,
+        /// Write each shell's script here under its usual name (landing.bash,
+        /// _landing, landing.fish, _landing.ps1, landing.elv) instead.
+        #[arg(long, conflicts_with = "shell")]
+        out_dir: Option<std::path::PathBuf>,
+    },
+    /// Print the man page (roff), or write one page per command into a folder.
+    #[command(after_help = "Examples:\n  \
+landing man | man -l -\n  \
+landing man --out-dir /usr/share/man/man1")]
+    Man {
+        /// Write landing.1 and landing-<command>.1 here instead of printing
+        /// landing.1.
+        #[arg(long)]
+        out_dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,11 +200,13 @@ impl Cli {
         match &self.command {
             Command::Run(a) => a.common.log_format,
             Command::Check(c) => c.log_format,
-            Command::Generate(_) => LogFormat::Text,
             Command::Drill(d) => d.log_format,
             Command::Status(s) => s.audit.log_format,
             Command::Verify(v) => v.audit.log_format,
-            Command::Contract(_) => LogFormat::Text,
+            Command::Generate(_)
+            | Command::Contract(_)
+            | Command::Completions { .. }
+            | Command::Man { .. } => LogFormat::Text,
         }
     }
 
@@ -138,15 +216,48 @@ impl Cli {
         matches!(self.command, Command::Run(_))
     }
 
-    pub fn log_level(&self) -> &str {
-        match &self.command {
+    /// The log filter: `-q` errors only, `-v` INFO, `-vv` DEBUG; else `--log-level`;
+    /// else the command's default, which for `run` and `check` is INFO, or WARN when
+    /// `bars` (stderr is a terminal showing progress bars, whose result lines say what
+    /// the INFO lines would).
+    pub fn log_level(&self, bars: bool) -> String {
+        if self.quiet {
+            return "error".into();
+        }
+        match self.verbose {
+            0 => {}
+            1 => return "info".into(),
+            _ => return "debug".into(),
+        }
+        let common = match &self.command {
             Command::Run(a) => &a.common.log_level,
             Command::Check(c) => &c.log_level,
-            Command::Generate(g) => &g.log_level,
-            Command::Drill(d) => &d.log_level,
-            Command::Status(s) => &s.audit.log_level,
-            Command::Verify(v) => &v.audit.log_level,
-            Command::Contract(_) => "warn",
+            Command::Generate(g) => return g.log_level.clone(),
+            Command::Drill(d) => return d.log_level.clone(),
+            Command::Status(s) => return s.audit.log_level.clone(),
+            Command::Verify(v) => return v.audit.log_level.clone(),
+            Command::Contract(_) | Command::Completions { .. } | Command::Man { .. } => {
+                return "warn".into()
+            }
+        };
+        match common {
+            Some(level) => level.clone(),
+            None if bars => "warn".into(),
+            None => "info".into(),
+        }
+    }
+
+    /// Whether this command draws progress bars on a terminal: `run` and `check`
+    /// with text logs, unless `--progress never` or `-q`.
+    pub fn draws_bars(&self) -> bool {
+        match &self.command {
+            Command::Run(a) => {
+                !self.quiet
+                    && a.common.log_format == LogFormat::Text
+                    && a.progress != crate::config::Progress::Never
+            }
+            Command::Check(c) => !self.quiet && c.log_format == LogFormat::Text,
+            _ => false,
         }
     }
 }
@@ -165,6 +276,16 @@ pub enum Outcome {
 pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
     match &cli.command {
         Command::Run(args) => {
+            let quiet;
+            let args = if cli.quiet {
+                // -q: no bars and no line per input (an inbox run still says its totals).
+                let mut a = args.clone();
+                a.progress = crate::config::Progress::Quiet;
+                quiet = a;
+                &quiet
+            } else {
+                args
+            };
             let plan = args.plan()?;
             if args.dry_run {
                 println!("{}", plan.to_json());
@@ -200,7 +321,72 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
             Ok(Outcome::Exit(crate::audit::verify(&cfg, v.deep).await?))
         }
         Command::Contract(c) => contract(c).map(|()| Outcome::Exit(crate::EXIT_OK)),
+        Command::Completions { shell, out_dir } => {
+            completions(*shell, out_dir.as_deref()).map(|()| Outcome::Exit(crate::EXIT_OK))
+        }
+        Command::Man { out_dir } => man(out_dir.as_deref()).map(|()| Outcome::Exit(crate::EXIT_OK)),
     }
+}
+
+/// `landing completions`: one shell's script on stdout, or every shell's in a folder.
+fn completions(
+    shell: Option<clap_complete::Shell>,
+    out_dir: Option<&std::path::Path>,
+) -> Result<()> {
+    use clap_complete::Shell;
+    let script = |shell: Shell| {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        // Into memory first: clap_complete panics on a write error (a closed pipe).
+        let mut bytes = Vec::new();
+        clap_complete::generate(shell, &mut cmd, "landing", &mut bytes);
+        bytes
+    };
+    let Some(dir) = out_dir else {
+        // clap requires the shell when no folder is given.
+        return shell.map_or(Ok(()), |s| print_bytes(&script(s)));
+    };
+    let location = dir.display().to_string();
+    std::fs::create_dir_all(dir).map_err(|e| Error::store("create", &location, e))?;
+    for (shell, name) in [
+        (Shell::Bash, "landing.bash"),
+        (Shell::Zsh, "_landing"),
+        (Shell::Fish, "landing.fish"),
+        (Shell::PowerShell, "_landing.ps1"),
+        (Shell::Elvish, "landing.elv"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, script(shell))
+            .map_err(|e| Error::store("write", path.display().to_string(), e))?;
+    }
+    Ok(())
+}
+
+/// Write generated text to stdout; a reader that closed the pipe early (`| head`)
+/// is no error.
+fn print_bytes(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::store("write", "stdout", e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `landing man`: the tool's page on stdout, or with `--out-dir` one page for the
+/// tool and one per command (`landing-run.1`, `landing-contract-check.1`, ...).
+fn man(out_dir: Option<&std::path::Path>) -> Result<()> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let Some(dir) = out_dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| Error::store("render", "the man page", e))?;
+        return print_bytes(&page);
+    };
+    let location = dir.display().to_string();
+    std::fs::create_dir_all(dir).map_err(|e| Error::store("create", &location, e))?;
+    clap_mangen::generate_to(cmd, dir).map_err(|e| Error::store("write man pages", &location, e))
 }
 
 /// One input, with its run record; a failure keeps its error, which main prints

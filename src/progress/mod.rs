@@ -77,6 +77,12 @@ fn drawable() -> bool {
     !multi().is_hidden()
 }
 
+/// Whether bars can be drawn at all: stderr is a terminal (what `main` asks before
+/// it picks the quieter default log level).
+pub fn terminal() -> bool {
+    drawable()
+}
+
 /// Run `write` (which writes whole lines to stderr or stdout) with the bars out of
 /// the way: cleared before, redrawn below after. Without bars it just runs.
 pub fn above_bars<R>(write: impl FnOnce() -> R) -> R {
@@ -380,7 +386,7 @@ fn input_style(name: &str, name_col: usize, stage: &'static str) -> ProgressStyl
 /// (the run logs its progress instead) without a terminal or with `--progress never`.
 /// `longest_name`: the longest input name, which the columns are padded to.
 pub fn footer(total: usize, longest_name: usize, mode: Mode) -> Option<ProgressBar> {
-    if mode == Mode::Never || !drawable() {
+    if matches!(mode, Mode::Never | Mode::Quiet) || !drawable() {
         return None;
     }
     let bar = multi().add(ProgressBar::new(total as u64));
@@ -452,7 +458,7 @@ impl Progress {
     /// `stage` (`hash`, `land`, `check`) reads `total` bytes of the input `name`.
     pub fn new(stage: &'static str, name: &str, total: u64, mode: Mode) -> Self {
         let shown = match mode {
-            Mode::Never => None,
+            Mode::Never | Mode::Quiet => None,
             _ => {
                 let b = board();
                 let own = b.inputs.iter().find(|(n, _)| n == name);

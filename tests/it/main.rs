@@ -6,6 +6,7 @@
 #[macro_use]
 mod support;
 
+mod cli;
 mod compressed;
 mod contracts;
 mod crash;

@@ -797,3 +797,91 @@ fn progress_never_draws_no_bar() {
         .count();
     assert_eq!(done, names.len(), "an `input done` log line per input");
 }
+
+/// The environment of a run that leaves the log level to the terminal default (no
+/// `LANDING_LOG_LEVEL`).
+fn default_level_env(dir: &Path) -> Vec<(String, String)> {
+    let mut env = run_env(dir, &[]);
+    env.retain(|(k, _)| k != "LANDING_LOG_LEVEL");
+    env
+}
+
+/// Six inputs at 100 columns with the default log level: each input's result line
+/// and the totals, and no INFO line repeating them (issue 36); a warning still shows.
+#[test]
+fn the_default_at_a_terminal_says_each_fact_once() {
+    let names = [
+        "progress-2026-04-01.jsonl",
+        "progress-2026-04-02.jsonl",
+        "progress-2026-04-03.jsonl",
+        "progress-2026-04-04.jsonl",
+        "progress-2026-04-05.jsonl",
+        "progress-2026-04-06.jsonl",
+    ];
+    let inbox = inbox(&names, 20_000);
+    let env = default_level_env(inbox.dir.path());
+    let mut run = TtyRun::start(&inbox, (100, 30), &run_args(2, &[]), &env);
+    run.pane
+        .wait_for("two inputs paused, their bars drawn", paused_with_bars);
+    check_bars(&run.pane.scrollback(), &inbox.names, 2, 100);
+    run.go_on();
+    let fin = run.finish();
+    check_final(&fin, &inbox.names, false);
+    let all = fin.scrollback.join("\n");
+    eprintln!(
+        "the final screen at 100 columns:\n{}",
+        fin.screen.join("\n")
+    );
+    assert_eq!(
+        fin.scrollback.iter().filter(|l| is_log_line(l)).count(),
+        0,
+        "no log line at the default level:\n{all}"
+    );
+    assert!(!all.contains(" INFO "), "{all}");
+}
+
+/// `-v` at a terminal brings the INFO lines back, whole above the bars.
+#[test]
+fn verbose_shows_info_lines_at_a_terminal() {
+    let names = ["a.jsonl", "b.jsonl", "c.jsonl"];
+    let inbox = inbox(&names, 20_000);
+    let env = default_level_env(inbox.dir.path());
+    let mut run = TtyRun::start(&inbox, (120, 30), &run_args(2, &["-v"]), &env);
+    run.pane
+        .wait_for("two inputs paused, their bars drawn", paused_with_bars);
+    run.go_on();
+    let fin = run.finish();
+    check_final(&fin, &inbox.names, false);
+    check_log_lines_whole(&fin.scrollback, names.len());
+}
+
+/// `-q` at a terminal: no bar, no line per input, no log line; only the totals.
+#[test]
+fn quiet_shows_only_the_totals_at_a_terminal() {
+    let names = ["a.jsonl", "b.jsonl", "c.jsonl"];
+    let inbox = inbox(&names, 20_000);
+    let env = default_level_env(inbox.dir.path());
+    let mut run = TtyRun::start(&inbox, (120, 30), &run_args(2, &["-q"]), &env);
+    run.pane.wait_for("two inputs paused", |s| {
+        s.iter().filter(|l| *l == PAUSED).count() == 2
+    });
+    run.go_on();
+    let fin = run.finish();
+    let all = fin.scrollback.join("\n");
+    assert_eq!(fin.code, 0, "{all}");
+    assert!(!is_bar(&all), "a bar:\n{all}");
+    let shown: Vec<&String> = fin
+        .scrollback
+        .iter()
+        .filter(|l| !l.is_empty() && *l != PAUSED && !is_pane_dead(l))
+        .collect();
+    assert_eq!(shown.len(), 1, "only the totals:\n{all}");
+    assert!(
+        shown[0].starts_with("totals  3 inputs: 3 published, 0 skipped"),
+        "{all}"
+    );
+    // stdout is unchanged: a line per input and the totals.
+    let (inputs, totals) = stdout_lines(&fin.stdout);
+    assert_eq!(inputs.len(), names.len());
+    assert_eq!(totals["totals"]["published"], 3);
+}

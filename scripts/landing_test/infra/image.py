@@ -152,6 +152,20 @@ def check_image(ctx) -> str:
                             ("org.opencontainers.image.licenses", "Apache-2.0")):
                 require(labels.get(k) == want, f"label {k}={labels.get(k)!r}, want {want!r}")
             require("org.opencontainers.image.source" in labels, "label org.opencontainers.image.source missing")
+            # The man pages and completion scripts the binary generated at build time.
+            box = podman("create", image).stdout.strip()
+            try:
+                for path in ("/usr/local/share/man/man1/landing.1", "/usr/local/share/man/man1/landing-run.1",
+                             "/usr/local/share/landing/completions/landing.bash",
+                             "/usr/local/share/landing/completions/_landing",
+                             "/usr/local/share/landing/completions/landing.fish"):
+                    out = work / ("image-" + Path(path).name)
+                    podman("cp", f"{box}:{path}", out)
+                    require(out.stat().st_size > 0, f"{path} is empty in the image")
+                require("_landing()" in (work / "image-landing.bash").read_text(),
+                        "the image's bash completion is not landing's")
+            finally:
+                podman("rm", "-f", box, check=False)
 
             # Inputs: two generated files in the inbox of the job's bucket.
             names = [f"infra-{tag}-{i}.jsonl" for i in (1, 2)]

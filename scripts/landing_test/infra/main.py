@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import os
 import time
 import traceback
@@ -43,15 +44,19 @@ class Ctx:
 def main(doc: str, argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="scripts/test-infra", description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--binary", default=str(ROOT / "target" / "debug" / "landing"),
-                    help="the landing binary to test (default: target/debug/landing)")
+    ap.add_argument("--binary", default=None,
+                    help="the landing binary to test (default: debug/landing in the target "
+                         "directory cargo metadata names)")
     ap.add_argument("--only", default="", help="comma-separated check names (tools always runs)")
     opts = ap.parse_args(argv)
     wanted = [c for c in opts.only.split(",") if c] or list(CHECKS)
     unknown = set(wanted) - set(CHECKS)
     if unknown:
         ap.error(f"unknown checks {sorted(unknown)}; known: {', '.join(CHECKS)}")
-    ctx = Ctx(Path(opts.binary).resolve())
+    binary = opts.binary or str(Path(subprocess.run(
+        [str(ROOT / "scripts" / "target-dir")], check=True, capture_output=True, text=True,
+    ).stdout.strip()) / "debug" / "landing")
+    ctx = Ctx(Path(binary).resolve())
     results = []
     start = time.monotonic()
     if not ctx.binary.is_file() or not os.access(ctx.binary, os.X_OK):

@@ -212,23 +212,25 @@ pub fn spawn_decoder(
         let mut total = 0u64;
         loop {
             let mut buf = BytesMut::zeroed(DECODED_CHUNK);
-            let filled = match fill(&mut *decoder, &mut buf) {
-                Ok(n) => n,
-                Err(_) => {
-                    let _ = out.blocking_send(Err(Broken::Corrupt));
-                    return;
-                }
-            };
+            let (filled, broken) = fill(&mut *decoder, &mut buf);
             total += filled as u64;
             if total > max_decompressed {
                 let _ = out.blocking_send(Err(Broken::TooLarge));
                 return;
             }
-            if filled == 0 {
+            if filled > 0 {
+                // What decoded before a break is handed on first: the refusal names
+                // the line being decoded when the stream broke (CONTRACT.md section 2).
+                buf.truncate(filled);
+                if out.blocking_send(Ok(buf.freeze())).is_err() {
+                    return;
+                }
+            }
+            if broken {
+                let _ = out.blocking_send(Err(Broken::Corrupt));
                 return;
             }
-            buf.truncate(filled);
-            if out.blocking_send(Ok(buf.freeze())).is_err() {
+            if filled == 0 {
                 return;
             }
         }
@@ -296,17 +298,19 @@ pub async fn read_content(
 }
 
 /// Read until `buf` is full or the stream ends; the bytes read.
-fn fill(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Fill `buf` from `r`: the bytes read, and whether a read error (a broken stream)
+/// stopped it; the bytes read before the error are kept.
+fn fill(r: &mut dyn Read, buf: &mut [u8]) -> (usize, bool) {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(_) => return (n, true),
         }
     }
-    Ok(n)
+    (n, false)
 }
 
 /// Gzip level of `--output-compression gzip`: 6, gzip's own default.

@@ -256,7 +256,11 @@ struct Dealer {
     framer: Option<LineFramer>,
     txs: Vec<mpsc::Sender<Batch>>,
     next: usize,
+    /// Physical lines seen: framed, then, once validation stopped, counted by their
+    /// newlines, so a stream that breaks later names the line it broke in.
     lines: u64,
+    /// Lines are counted (a validating scan; a hash-only scan counts none).
+    counting: bool,
     lost_worker: bool,
     stop: Arc<AtomicBool>,
 }
@@ -268,6 +272,7 @@ impl Dealer {
         stop: Arc<AtomicBool>,
     ) -> Self {
         Dealer {
+            counting: framer.is_some(),
             framer,
             txs,
             next: 0,
@@ -277,19 +282,24 @@ impl Dealer {
         }
     }
 
-    /// Physical lines framed so far (until validation stopped).
+    /// Physical lines seen so far (complete ones: ended by a newline).
     fn lines_seen(&self) -> u64 {
         self.lines
     }
 
     async fn deal(&mut self, chunk: Bytes) {
         let Some(f) = self.framer.as_mut() else {
+            if self.counting {
+                self.lines += memchr::memchr_iter(b'\n', &chunk).count() as u64;
+            }
             return;
         };
         if self.stop.load(Ordering::Relaxed) {
-            // Refused, or the writer failed: only the hash is still wanted.
+            // Refused, or the writer failed: only the hash is still wanted, and the
+            // line count (a compressed stream may still break further on).
             self.framer = None;
             self.txs.clear();
+            self.lines += memchr::memchr_iter(b'\n', &chunk).count() as u64;
             return;
         }
         let batch = Batch::frame(f, chunk);

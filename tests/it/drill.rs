@@ -1,6 +1,7 @@
 //! `landing drill` passes against a local lake and both S3 servers, reports every
 //! scenario, and leaves nothing behind in the lake.
 
+use crate::support::model;
 use crate::support::proxy::{Op, Proxy};
 use crate::support::*;
 
@@ -101,6 +102,104 @@ fn drill_prints_a_table() {
     assert!(r.stdout.contains("all invariants held"), "{}", r.stdout);
 }
 
+/// A kept drill (`--keep`), judged from its namespace and the reference model, not
+/// from its report: after each crash scenario's rerun, that scenario's lake holds
+/// the model's bytes of the input in its inbox, a checkpoint naming that input's
+/// SHA-256 (hashed here), a released lease and no staging; the refusal scenario's
+/// history is a publish, the refusal and a skip, and its lake ends the same way.
+fn a_kept_drill_ends_as_the_model_says(kind: Kind) {
+    let w = World::new(kind, "drill-kept");
+    let lake = w.lake_arg();
+    let r = w.landing(
+        &[
+            "drill",
+            "--lake",
+            &lake,
+            "--size-mib",
+            "2",
+            "--keep",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    let report = r.summary.expect("a JSON report");
+    let id = report["drill_id"].as_str().expect("drill_id");
+    let progress = model::contract_file("progress");
+    let key = |scenario: &str, rest: &str| format!("drills/{id}/{scenario}/{rest}");
+    let checkpoint_sha = |scenario: &str| {
+        let c: serde_json::Value = serde_json::from_slice(
+            &w.get(&key(scenario, "checkpoints/progress/drill.jsonl.json"))
+                .expect("a checkpoint"),
+        )
+        .expect("checkpoint JSON");
+        c["input_sha256"].as_str().expect("input_sha256").to_owned()
+    };
+    let mut crashes = vec![
+        "mid-stream",
+        "after-staging",
+        "after-publish",
+        "after-checkpoint",
+    ];
+    if w.is_s3() {
+        crashes.push("after-part-1");
+    }
+    for scenario in crashes {
+        let Some(input) = w.get(&key(scenario, "inbox/drill.jsonl")) else {
+            // The multipart scenario's folder name is the drill's own; only the four
+            // crash points every backend runs are required.
+            assert_eq!(scenario, "after-part-1", "{scenario}: no inbox kept");
+            continue;
+        };
+        let e = model::expect(&progress, &input, model::Opts::default());
+        assert_eq!(
+            e.action, "published",
+            "{scenario}: the model refuses the drill's input"
+        );
+        assert!(
+            w.get(&key(scenario, "raw/progress/drill.jsonl")) == Some(e.published),
+            "{scenario}: the raw object is not the model's bytes of the input"
+        );
+        assert_eq!(checkpoint_sha(scenario), sha256(&input), "{scenario}");
+        assert!(
+            w.lease_is_free(&key(scenario, "locks/progress/drill.jsonl.lock")),
+            "{scenario}: lease still held"
+        );
+    }
+    // The refusal scenario publishes, is refused, then reruns the published input
+    // (a skip): its run history says so, and its lake ends on the model's bytes.
+    let mut actions: Vec<String> = w
+        .snapshot_all()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(&key("refusal", "runs/progress/drill.jsonl/")))
+        .map(|(_, (bytes, _))| {
+            let v: serde_json::Value = serde_json::from_slice(&bytes).expect("a run record");
+            v["action"].as_str().expect("action").to_owned()
+        })
+        .collect();
+    actions.sort();
+    assert_eq!(actions, ["published", "refused", "skipped"]);
+    let input = w
+        .get(&key("refusal", "inbox/drill.jsonl"))
+        .expect("the input");
+    let e = model::expect(&progress, &input, model::Opts::default());
+    assert!(w.get(&key("refusal", "raw/progress/drill.jsonl")) == Some(e.published));
+    assert_eq!(checkpoint_sha("refusal"), sha256(&input));
+    let staged: Vec<String> = w
+        .snapshot()
+        .into_keys()
+        .filter(|k| {
+            let name = k.rsplit('/').next().unwrap_or(k);
+            k.contains("/staging/") || (name.starts_with('.') && name.ends_with(".tmp"))
+        })
+        .collect();
+    assert!(
+        staged.is_empty(),
+        "staging left in the kept drill: {staged:?}"
+    );
+}
+
 matrix! {
     drill_passes_and_cleans_up: [local, seaweed, moto, localstack];
+    a_kept_drill_ends_as_the_model_says: [local];
 }

@@ -501,4 +501,153 @@ mod tests {
         let back: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&c).unwrap()).unwrap();
         assert_eq!(back, c);
     }
+
+    /// A contract other than `progress` (another file, so another SHA-256).
+    const OTHER: &str = r#"{"name":"t","version":"2","identity":"id","max_line_bytes":100,"prohibited":[],"fields":[{"name":"id","type":"string"}]}"#;
+
+    #[test]
+    fn landed_under_compares_the_contract_file_and_an_unstamped_record_is_progress() {
+        let progress = crate::contract::progress();
+        let other = crate::contract::Contract::load(OTHER.as_bytes()).unwrap();
+        let stamp = ContractStamp::of(other);
+        assert_eq!((stamp.name.as_str(), stamp.version.as_str()), ("t", "2"));
+        assert_eq!(stamp.sha256.len(), 64);
+        assert!(stamp.is(other));
+        assert!(!stamp.is(progress));
+        let rec = record();
+        assert!(rec.landed_under(progress));
+        assert!(!rec.landed_under(other));
+        let under_other = Checkpoint {
+            contract: Some(stamp),
+            ..record()
+        };
+        assert!(under_other.landed_under(other));
+        assert!(!under_other.landed_under(progress));
+        let unstamped = Checkpoint {
+            contract: None,
+            ..record()
+        };
+        assert!(unstamped.landed_under(progress));
+        assert!(!unstamped.landed_under(other));
+    }
+
+    fn lake() -> (tempfile::TempDir, crate::store::local::LocalStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::local::LocalStore::new(dir.path());
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn read_finds_nothing_then_the_record_written_with_its_version() {
+        let (_dir, store) = lake();
+        let none = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        assert!(none.is_none());
+        write(&store, "c.json", &record(), None).await.unwrap();
+        let cur = read(&store, "c.json", "progress", "a.jsonl")
+            .await
+            .unwrap()
+            .expect("the record written");
+        assert_eq!(cur.record, record());
+        let raw = store.get_small("c.json").await.unwrap().unwrap();
+        assert_eq!(raw.version, cur.version);
+        assert!(raw.bytes.starts_with(b"{\n  \""), "pretty JSON");
+        assert!(raw.bytes.ends_with(b"}\n"), "one line feed at the end");
+    }
+
+    #[tokio::test]
+    async fn write_replaces_only_the_version_read() {
+        let (_dir, store) = lake();
+        write(&store, "c.json", &record(), None).await.unwrap();
+        let again = write(&store, "c.json", &record(), None).await;
+        assert!(
+            matches!(again, Err(Error::Precondition { .. })),
+            "{again:?}"
+        );
+        let first = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        let first = first.unwrap().version;
+        let next = Checkpoint {
+            accepted_rows: 2,
+            ..record()
+        };
+        write(&store, "c.json", &next, Some(&first)).await.unwrap();
+        let stale = write(&store, "c.json", &record(), Some(&first)).await;
+        assert!(
+            matches!(stale, Err(Error::Precondition { .. })),
+            "{stale:?}"
+        );
+        let now = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        assert_eq!(now.unwrap().record.accepted_rows, 2);
+    }
+
+    #[tokio::test]
+    async fn read_refuses_garbage_and_a_record_of_another_input() {
+        let (_dir, store) = lake();
+        write(&store, "c.json", &record(), None).await.unwrap();
+        for (product, input) in [("enrollment", "a.jsonl"), ("progress", "b.jsonl")] {
+            let e = read(&store, "c.json", product, input).await.unwrap_err();
+            assert!(
+                matches!(&e, Error::Corrupt { what: "checkpoint", reason, .. } if reason.contains("it records product")),
+                "{product} {input}: {e:?}"
+            );
+        }
+        let garbage = Bytes::from_static(b"{\"product\":");
+        store
+            .put_small("g.json", garbage, Condition::None)
+            .await
+            .unwrap();
+        let e = read(&store, "g.json", "progress", "a.jsonl")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { what: "checkpoint", reason, .. } if reason.contains("not a checkpoint record")),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn published_drift_heads_the_object_the_checkpoint_names() {
+        let (_dir, store) = lake();
+        let mut rec = record();
+        rec.published_path = store.location("a.jsonl");
+        let missing = published_drift(&store, "a.jsonl", &rec).await.unwrap();
+        assert_eq!(missing, Some(Drift::Missing));
+        let body = Bytes::from_static(b"0123456789"); // the record's 10 bytes
+        store
+            .put_small("a.jsonl", body, Condition::None)
+            .await
+            .unwrap();
+        let meta = store.head("a.jsonl").await.unwrap().expect("written");
+        rec.published = PublishedVersion::of(&meta);
+        assert_eq!(
+            published_drift(&store, "a.jsonl", &rec).await.unwrap(),
+            None
+        );
+        let elsewhere = published_drift(&store, "b.jsonl", &rec).await.unwrap();
+        assert_eq!(elsewhere, Some(Drift::Elsewhere));
+    }
+
+    #[tokio::test]
+    async fn upgrade_identity_records_the_input_once() {
+        let (_dir, store) = lake();
+        write(&store, "c.json", &record(), None).await.unwrap();
+        let cur = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        let cur = cur.unwrap();
+        let meta = ObjectMeta {
+            size: 7,
+            version: Version::ETag("\"x\"".into()),
+        };
+        upgrade_identity(&store, "c.json", &cur, None).await;
+        let same = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        assert_eq!(same.unwrap().version, cur.version, "nothing to record");
+        upgrade_identity(&store, "c.json", &cur, Some(&meta)).await;
+        let after = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        let after = after.unwrap();
+        assert!(after.record.input.matches(&meta));
+        assert_eq!(after.record.input.input_size, Some(7));
+        assert_ne!(after.version, cur.version);
+        // Already recorded: nothing is written.
+        upgrade_identity(&store, "c.json", &after, Some(&meta)).await;
+        let last = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
+        assert_eq!(last.unwrap().version, after.version);
+    }
 }

@@ -487,4 +487,71 @@ mod tests {
     fn hex_is_lowercase_and_padded() {
         assert_eq!(hex(&[0, 15, 255]), "000fff");
     }
+
+    #[test]
+    fn digests_are_the_seeded_xxh3_halves_and_the_masked_id_hash() {
+        // The reference: xxh3 itself, the 128-bit canonical digest split low, high.
+        let wide = xxh3_128_with_seed(b"{\"a\":1}", 7);
+        let d = Digests::of(7, b"e1", b"{\"a\":1}");
+        assert_eq!(d.value(), [wide as u64, (wide >> 64) as u64]);
+        assert_ne!(d.value()[1], 0, "the high half is kept");
+        assert_eq!(d.key(), xxh3_64_with_seed(b"e1", 7).max(1));
+        assert_eq!(Digester::new(7).key(b"e1"), d.key());
+        assert_eq!(Digests::from_parts(5, [6, 8]).key(), 5);
+        assert_eq!(Digests::from_parts(5, [6, 8]).value(), [6, 8]);
+    }
+
+    #[test]
+    fn key_bits_keep_exactly_the_low_bits_of_the_id_digest() {
+        // Three bits: id digests 0 to 7, and 0 (the empty-slot marker) becomes 1.
+        let d = Digester::new(7).with_key_bits(3);
+        let keys: std::collections::BTreeSet<u64> =
+            (0..1000u32).map(|i| d.key(&i.to_le_bytes())).collect();
+        assert_eq!(keys, (1..=7).collect());
+        for i in 0..1000u32 {
+            let id = i.to_le_bytes();
+            assert_eq!(d.digest(&id, b"c").key(), d.key(&id));
+            assert_eq!(d.key(&id), (xxh3_64_with_seed(&id, 7) & 7).max(1));
+        }
+        // 0 and 64 bits (or more) keep the whole digest.
+        for bits in [0, 64, 65] {
+            let whole = Digester::new(7).with_key_bits(bits);
+            assert_eq!(whole.key(b"e1"), xxh3_64_with_seed(b"e1", 7).max(1));
+        }
+    }
+
+    #[test]
+    fn sizes_are_slots_of_24_bytes_kept_at_most_85_percent_full() {
+        // 16 events at least: 16 / 0.85 = 18.8, so 18 + 1 = 19 slots of 24 bytes.
+        assert_eq!(DedupIndex::bytes_for(0), 19 * 24);
+        assert_eq!(DedupIndex::bytes_for(1000), 1177 * 24); // 1000 / 0.85 = 1176.5
+        assert_eq!(DedupIndex::events_within(19 * 24), 16); // 19 x 0.85 = 16.15
+        assert_eq!(DedupIndex::events_within(1177 * 24 + 23), 1000);
+        let ix = DedupIndex::with_capacity(1000);
+        assert_eq!(ix.table_bytes(), 1177 * 24);
+        assert_eq!(ix.capacity(), 1000);
+        let small = DedupIndex::with_capacity(0);
+        assert_eq!(small.table_bytes(), 19 * 24);
+        assert_eq!(small.capacity(), 16);
+    }
+
+    #[test]
+    fn would_grow_says_when_the_next_insert_passes_85_percent() {
+        // 19 slots: the 17th entry would make them 89% full (16 / 19 is 84%).
+        let mut ix = DedupIndex::with_capacity(0);
+        assert!(ix.is_empty());
+        for i in 0..16u32 {
+            assert!(!ix.would_grow(), "after {i} entries");
+            assert_eq!(ix.observe(&i.to_le_bytes(), b"c"), Seen::New);
+            assert!(!ix.is_empty());
+        }
+        assert!(ix.would_grow());
+        assert_eq!(ix.table_bytes(), 19 * 24, "not grown yet");
+        assert_eq!(ix.observe(b"x", b"c"), Seen::New);
+        // Grown to a table for 19 x 3 / 2 = 28 events: 28 / 0.85 = 32.9, 33 slots.
+        assert_eq!(ix.table_bytes(), 33 * 24);
+        assert!(!ix.would_grow());
+        assert_eq!(ix.len(), 17);
+        assert_eq!(ix.entries().count(), 17);
+    }
 }

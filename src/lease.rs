@@ -486,6 +486,8 @@ mod tests {
     struct Scripted {
         inner: LocalStore,
         fault: Fault,
+        /// `Fault::FirstRenewalFails`: the failure happened.
+        failed: Arc<AtomicBool>,
     }
 
     #[derive(Clone, Copy, PartialEq)]
@@ -497,6 +499,12 @@ mod tests {
         /// Conditional replaces land but answer 412, as when the answer is lost and
         /// the SDK's retry meets the write that landed.
         ReplaceAnswerLost,
+        /// Another run's record lands just before each conditional replace, which
+        /// answers 412: another run took the lease over first.
+        ReplaceRaced,
+        /// The first conditional replace (a renewal) fails without writing, as a
+        /// 500 would; the others land.
+        FirstRenewalFails,
     }
 
     #[async_trait]
@@ -513,7 +521,7 @@ mod tests {
         async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
             match self.fault {
                 Fault::AlwaysBeaten => Ok(None),
-                Fault::ReplaceAnswerLost => self.inner.get_small(key).await,
+                _ => self.inner.get_small(key).await,
             }
         }
         async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
@@ -524,6 +532,22 @@ mod tests {
                 (Fault::AlwaysBeaten, Condition::IfAbsent) => Err(refused),
                 (Fault::ReplaceAnswerLost, Condition::IfMatch(_)) => {
                     self.inner.put_small(key, body, cond).await?;
+                    Err(refused)
+                }
+                (Fault::FirstRenewalFails, Condition::IfMatch(_))
+                    if !self.failed.swap(true, Ordering::SeqCst) =>
+                {
+                    Err(Error::Store {
+                        op: "put",
+                        location: self.location(key),
+                        source: "injected failure".into(),
+                    })
+                }
+                (Fault::ReplaceRaced, Condition::IfMatch(_)) => {
+                    let thief = record_for("thief", Duration::from_secs(60), "now");
+                    self.inner
+                        .put_small(key, encode(&thief), Condition::None)
+                        .await?;
                     Err(refused)
                 }
                 _ => self.inner.put_small(key, body, cond).await,
@@ -556,6 +580,7 @@ mod tests {
             Arc::new(Scripted {
                 inner: self.inner.clone().with_gate(gate),
                 fault: self.fault,
+                failed: self.failed.clone(),
             })
         }
         async fn discard(&self, staged: &Staged) -> Result<()> {
@@ -579,6 +604,7 @@ mod tests {
         Arc::new(Scripted {
             inner: LocalStore::new(dir),
             fault,
+            failed: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -746,5 +772,243 @@ mod tests {
         .await
         .unwrap();
         assert!(matches!(lease.ensure_held(), Err(Error::Conflict(_))));
+    }
+
+    fn held_by(run_id: &str, expires_at: &str, released: bool, clean: bool) -> LeaseRecord {
+        LeaseRecord {
+            run_id: run_id.into(),
+            host: "h".into(),
+            pid: 1,
+            boot_id: String::new(),
+            pid_ns: String::new(),
+            acquired_at: "2020-01-01T00:00:00Z".into(),
+            expires_at: expires_at.into(),
+            released,
+            clean,
+        }
+    }
+
+    /// The record at `key`, as stored.
+    async fn stored(store: &dyn Store, key: &str) -> LeaseRecord {
+        let v = store.get_small(key).await.unwrap().expect("a lease record");
+        serde_json::from_slice(&v.bytes).unwrap()
+    }
+
+    const FAR: &str = "2999-01-01T00:00:00Z";
+    const PAST: &str = "2020-01-01T00:05:00Z";
+
+    #[test]
+    fn a_lease_has_expired_from_its_expiry_on_and_a_bad_expiry_never_has() {
+        use time::macros::datetime;
+        let r = held_by("a", PAST, false, false);
+        assert!(!r.expired(datetime!(2020-01-01 0:04:59 UTC)));
+        assert!(r.expired(datetime!(2020-01-01 0:05:00 UTC)));
+        assert!(r.expired(datetime!(2020-01-01 0:05:01 UTC)));
+        let bad = held_by("a", "soon", false, false);
+        assert!(!bad.expired(datetime!(2999-01-01 0:00 UTC)));
+    }
+
+    #[test]
+    fn a_lease_is_free_once_released_or_expired() {
+        let free = |r: &LeaseRecord| Lease::is_free(&encode(r));
+        assert!(!free(&held_by("a", FAR, false, false)));
+        assert!(
+            free(&held_by("a", FAR, true, false)),
+            "released, whatever its expiry"
+        );
+        assert!(free(&held_by("a", PAST, false, false)), "expired");
+        assert!(!Lease::is_free(b"{"), "not a lease record");
+    }
+
+    #[test]
+    fn a_new_record_names_its_run_and_expires_a_ttl_from_now() {
+        let before = now();
+        let r = record_for("a", Duration::from_secs(60), "then");
+        let expires = r.expires().unwrap();
+        assert!(expires >= before + Duration::from_secs(59), "{expires}");
+        assert!(expires <= now() + Duration::from_secs(61), "{expires}");
+        assert_eq!((r.run_id.as_str(), r.acquired_at.as_str()), ("a", "then"));
+        assert!(!r.released && !r.clean);
+        assert!(record_names(&encode(&r), "a"));
+        assert!(!record_names(&encode(&r), "b"));
+        assert!(!record_names(b"{", "a"));
+    }
+
+    #[tokio::test]
+    async fn a_live_lease_is_busy_for_another_run_and_names_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let ttl = opts(Duration::from_secs(60));
+        let a = Lease::acquire(store.clone(), "l.lock", "a", ttl, Deadline::default())
+            .await
+            .unwrap();
+        let b = Lease::acquire(store.clone(), "l.lock", "b", ttl, Deadline::default()).await;
+        match b {
+            Err(Error::Busy { holder, .. }) => assert!(holder.starts_with("a on "), "{holder}"),
+            other => panic!("b took a live lease: {:?}", other.err()),
+        }
+        a.ensure_held().unwrap();
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
+    }
+
+    #[tokio::test]
+    async fn a_released_lease_is_taken_whatever_its_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let released = encode(&held_by("old", FAR, true, true));
+        store
+            .put_small("l.lock", released, Condition::None)
+            .await
+            .unwrap();
+        let ttl = opts(Duration::from_secs(60));
+        let l = Lease::acquire(store.clone(), "l.lock", "new", ttl, Deadline::default())
+            .await
+            .expect("a released lease is free");
+        assert_eq!(l.inherited(), Inherited::Clean);
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "new");
+    }
+
+    #[tokio::test]
+    async fn a_takeover_another_run_won_first_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let expired = encode(&held_by("dead", PAST, false, false));
+        LocalStore::new(dir.path())
+            .put_small("l.lock", expired, Condition::None)
+            .await
+            .unwrap();
+        let store = scripted(dir.path(), Fault::ReplaceRaced);
+        let r = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "me",
+            opts(Duration::from_secs(60)),
+            Deadline::default(),
+        )
+        .await;
+        assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "thief");
+    }
+
+    /// A live lease of this machine whose holder is gone: the pid of a child that
+    /// exited and was reaped.
+    #[cfg(target_os = "linux")]
+    async fn a_dead_holders_lease(store: &dyn Store) {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let mut ghost = record_for("ghost", Duration::from_secs(60), "then");
+        ghost.pid = pid;
+        store
+            .put_small("l.lock", encode(&ghost), Condition::None)
+            .await
+            .unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_dead_holder_is_taken_over_at_once_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        a_dead_holders_lease(&*store).await;
+        let wait = opts(Duration::from_secs(60)); // instant_takeover: false
+        let r = Lease::acquire(store.clone(), "l.lock", "a", wait, Deadline::default()).await;
+        assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
+        let at_once = LeaseOptions {
+            instant_takeover: true,
+            ..wait
+        };
+        let l = Lease::acquire(store.clone(), "l.lock", "a", at_once, Deadline::default())
+            .await
+            .expect("the holder is gone");
+        assert_eq!(l.inherited(), Inherited::Unknown);
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
+    }
+
+    /// A TTL of 1.5 s: renewed every 500 ms, so 2 s later only renewals can have
+    /// kept the deadline ahead.
+    const SHORT: Duration = Duration::from_millis(1500);
+
+    #[tokio::test]
+    async fn renewals_keep_the_lease_past_its_ttl() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let lease = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            opts(SHORT),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
+        let first = stored(&*store, "l.lock").await.expires().unwrap();
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        lease.ensure_held().expect("renewed before its deadline");
+        let later = stored(&*store, "l.lock").await;
+        assert_eq!(later.run_id, "a");
+        assert!(later.expires().unwrap() > first, "the expiry moved on");
+    }
+
+    #[tokio::test]
+    async fn a_renewal_whose_answer_was_lost_keeps_the_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = scripted(dir.path(), Fault::ReplaceAnswerLost);
+        // Fresh (a create): then every renewal lands but answers 412.
+        let lease = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            opts(SHORT),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        lease.ensure_held().expect("still ours after lost answers");
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
+    }
+
+    #[tokio::test]
+    async fn a_failed_renewal_is_retried_well_before_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = scripted(dir.path(), Fault::FirstRenewalFails);
+        // Renewals every 500 ms, a retry 125 ms after a failure: the first renewal
+        // fails at 500 ms, its retry lands long before the deadline at 1.5 s.
+        let lease = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            opts(SHORT),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        lease.ensure_held().expect("the retry renewed it");
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_finds_another_holder_loses_the_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let lease = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            opts(SHORT),
+            Deadline::default(),
+        )
+        .await
+        .unwrap();
+        let other = encode(&held_by("b", FAR, false, false));
+        store
+            .put_small("l.lock", other.clone(), Condition::None)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        assert!(matches!(lease.ensure_held(), Err(Error::Conflict(_))));
+        let left = store.get_small("l.lock").await.unwrap().unwrap();
+        assert_eq!(left.bytes, other, "b's lease is left alone");
     }
 }

@@ -415,6 +415,49 @@ mod tests {
     }
 
     #[test]
+    fn framer_keeps_nothing_of_a_line_it_is_discarding() {
+        let mut framer = LineFramer::new(4);
+        let mut got = Vec::new();
+        let mut sink = |line: Line<'_>| {
+            got.push(line.number());
+            Ok::<(), ()>(())
+        };
+        framer.push(b"123456", &mut sink).expect("ok");
+        assert!(framer.carry.is_empty(), "too long: dropped");
+        framer.push(b"78", &mut sink).expect("ok");
+        assert!(
+            framer.carry.is_empty(),
+            "the rest of the line is dropped too"
+        );
+        framer.push(b"\nab", &mut sink).expect("ok");
+        assert_eq!(framer.carry, b"ab");
+        assert_eq!(got, vec![1]);
+    }
+
+    #[test]
+    fn framer_grows_its_carry_by_doubling_up_to_the_limit_only() {
+        // 100-byte pieces of a 1000-byte line: 100, 200, 400, 800, then the limit
+        // (1001), never the 1600 that doubling alone would reach.
+        let mut framer = LineFramer::new(1000);
+        let piece = [b'a'; 100];
+        let mut capacities = Vec::new();
+        for _ in 0..10 {
+            framer.push(&piece, |_| Ok::<(), ()>(())).expect("ok");
+            capacities.push(framer.buffered_capacity());
+        }
+        let doubling = [100, 200, 400, 400, 800, 800, 800, 800, 1001, 1001];
+        assert_eq!(capacities, doubling);
+        let mut got = Vec::new();
+        framer
+            .push(b"\n", |line| {
+                got.push(line.number());
+                Ok::<(), ()>(())
+            })
+            .expect("ok");
+        assert_eq!(got, vec![1]);
+    }
+
+    #[test]
     fn framer_stops_at_sink_error() {
         let mut framer = LineFramer::new(100);
         let mut seen = Vec::new();

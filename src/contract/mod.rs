@@ -401,6 +401,34 @@ mod tests {
     }
 
     #[test]
+    fn debug_shows_variants_only_and_an_event_not_at_all() {
+        let shown: Vec<String> = [
+            Value::Null,
+            Value::Str("evt_1001".into()),
+            Value::Enum("completed"),
+            Value::Int(7),
+            Value::Bool(true),
+        ]
+        .iter()
+        .map(|v| format!("{v:?}"))
+        .collect();
+        assert_eq!(shown, ["Null", "Str", "Enum", "Int", "Bool"]);
+        let e = accept(GOOD);
+        assert_eq!(format!("{e:?}"), "Event { .. }");
+        assert_eq!(format!("{:?}", e.get("event_time").unwrap()), "Time");
+    }
+
+    #[test]
+    fn contracts_are_equal_when_their_files_are() {
+        let text = r#"{"name":"t","version":"1","identity":"id","max_line_bytes":9,"prohibited":[],"fields":[{"name":"id","type":"string"}]}"#;
+        let a = Contract::load(text.as_bytes()).expect("valid");
+        let b = Contract::load(text.as_bytes()).expect("valid");
+        assert_eq!(a, b, "two loads of one file");
+        assert_ne!(a, progress());
+        assert_eq!(progress(), progress());
+    }
+
+    #[test]
     fn invalid_utf8_is_checked_before_anything() {
         assert_eq!(
             validate(progress(), &[0xFF]),

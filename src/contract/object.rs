@@ -526,6 +526,29 @@ mod tests {
     }
 
     #[test]
+    fn distinct_unknown_keys_are_unknown_not_duplicate() {
+        let two = GOOD.replace('}', r#","x":1,"y":2}"#);
+        assert_eq!(reason(&two), Reason::UnknownField);
+        // On the serde path too (an escape sends the line there).
+        let escaped = GOOD.replace('}', r#","\u0078":1,"y":2}"#);
+        assert_eq!(reason(&escaped), Reason::UnknownField);
+    }
+
+    #[test]
+    fn the_serde_path_borrows_strings_without_escapes() {
+        // An escaped id sends the line to serde_json; the other strings have no
+        // escape and are still borrowed from the line.
+        let line = with("event_id", Some(r#""e\u0031""#));
+        let e = accept(&line);
+        assert_eq!(text(&e, "event_id"), "e1");
+        assert!(matches!(e.get("event_id"), Some(Value::Str(Cow::Owned(_)))));
+        for field in ["learner_id", "lesson_id"] {
+            let v = e.get(field);
+            assert!(matches!(v, Some(Value::Str(Cow::Borrowed(_)))), "{field}");
+        }
+    }
+
+    #[test]
     fn key_outside_contract_is_unknown_field() {
         assert_eq!(reason(&with("colour", Some("1"))), Reason::UnknownField);
         assert_eq!(reason(&with("Event_id", Some("1"))), Reason::UnknownField);

@@ -510,4 +510,153 @@ mod tests {
         let too_many = text.replace("[{", r#"[{"name":"g","type":"string"},{"#);
         assert!(err(&too_many).contains("1 to 64"));
     }
+
+    #[test]
+    fn short_names_that_differ_in_a_few_bits_get_their_own_slots() {
+        // One-letter names differ in their low bits only ('a' 0x61, 'c' 0x63): the
+        // key word must keep every bit of them, or no multiplier separates them.
+        let fields: Vec<String> = ('a'..='z')
+            .map(|c| format!(r#"{{"name":"{c}","type":"string"}}"#))
+            .collect();
+        let text = format!(
+            r#"{{"name":"w","version":"1","identity":"a","max_line_bytes":9,"prohibited":[],"fields":[{}]}}"#,
+            fields.join(",")
+        );
+        let c = Contract::compile(text.as_bytes()).expect("26 one-letter fields");
+        for (k, f) in c.fields.iter().enumerate() {
+            assert_eq!(c.field_index(f.name.as_bytes()), Some(k), "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn names_that_share_a_slot_under_the_first_multiplier_get_another() {
+        // "f114" and "f420" share a slot under the first multiplier (computed from
+        // key_word), and have one length, so only the high bits of the
+        // next multiplier can part them: it must be odd, not 0 or 1.
+        let text = MIN.replace(
+            r#"[{"name":"id","type":"string"}]"#,
+            r#"[{"name":"id","type":"string"},{"name":"f114","type":"string"},{"name":"f420","type":"string"}]"#,
+        );
+        let c = Contract::compile(text.as_bytes()).expect("a collision-free table");
+        for (k, f) in c.fields.iter().enumerate() {
+            assert_eq!(c.field_index(f.name.as_bytes()), Some(k), "{}", f.name);
+        }
+    }
+
+    /// MIN with one more field, `field` being its JSON object's members.
+    fn with_field(field: &str) -> String {
+        MIN.replace("}]}", &format!("}},{{{field}}}]}}"))
+    }
+
+    #[test]
+    fn names_are_checked_character_by_character() {
+        let named = |name: &str| MIN.replace(r#""name":"t""#, &format!(r#""name":"{name}""#));
+        // The contract's own name: lower case, digits, '_' and '-' (a lake prefix).
+        for ok in ["t", "a-b_c9"] {
+            assert!(Contract::compile(named(ok).as_bytes()).is_ok(), "{ok}");
+        }
+        for bad in ["T", "a.b", "a b", ""] {
+            assert!(err(&named(bad)).contains("name must match"), "{bad}");
+        }
+        // Prohibited and field names: ASCII letters and digits, '_', '-' and '.'.
+        let prohibited = MIN.replace(r#"["email"]"#, r#"["E-mail_1.x"]"#);
+        assert!(Contract::compile(prohibited.as_bytes()).is_ok());
+        let field = with_field(r#""name":"E-mail_1.x","type":"string""#);
+        assert!(Contract::compile(field.as_bytes()).is_ok());
+        for bad in ["a b", "", "a/b", "é"] {
+            let e = err(&MIN.replace(r#"["email"]"#, &format!(r#"["{bad}"]"#)));
+            assert!(e.contains("prohibited field"), "{bad}: {e}");
+            let e = err(&with_field(&format!(r#""name":"{bad}","type":"string""#)));
+            assert!(e.contains("names are"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn versions_line_lengths_and_field_counts_have_bounds() {
+        let version = |v: &str| MIN.replace(r#""version":"1""#, &format!(r#""version":"{v}""#));
+        for bad in ["", " ", r"1\n", r"1\u007f"] {
+            assert!(err(&version(bad)).contains("version"), "{bad}");
+        }
+        assert!(Contract::compile(version("1.0 beta").as_bytes()).is_ok());
+        let most = MIN.replace("100", "4294967295");
+        assert!(Contract::compile(most.as_bytes()).is_ok());
+        assert!(err(&MIN.replace("100", "4294967296")).contains("max_line_bytes"));
+        let none = MIN.replace(r#"[{"name":"id","type":"string"}]"#, "[]");
+        assert!(err(&none).contains("1 to 64"));
+        let long = |n: usize| with_field(&format!(r#""name":"{}","type":"string""#, "f".repeat(n)));
+        assert!(Contract::compile(long(249).as_bytes()).is_ok());
+        assert!(err(&long(250)).contains("at most 249 bytes"));
+    }
+
+    #[test]
+    fn field_types_take_only_their_own_options() {
+        let ok = [
+            r#""name":"k","type":"integer","min":1,"max":1"#,
+            r#""name":"k","type":"enum","values":["a b","~"]"#,
+            r#""name":"k","type":"boolean""#,
+            r#""name":"k","type":"time""#,
+        ];
+        for field in ok {
+            assert!(
+                Contract::compile(with_field(field).as_bytes()).is_ok(),
+                "{field}"
+            );
+        }
+        let bad = [
+            (r#""name":"k","type":"enum","values":[""]"#, "enum values"),
+            (
+                r#""name":"k","type":"enum","values":["a\\b"]"#,
+                "enum values",
+            ),
+            (
+                r#""name":"k","type":"enum","values":["a\u0001"]"#,
+                "enum values",
+            ),
+            (
+                r#""name":"k","type":"enum","values":["a","a"]"#,
+                "listed twice",
+            ),
+            (r#""name":"k","type":"enum""#, "non-empty"),
+            (
+                r#""name":"k","type":"string","values":["a"]"#,
+                "enum fields only",
+            ),
+            (
+                r#""name":"k","type":"string","max":2"#,
+                "integer fields only",
+            ),
+        ];
+        for (field, problem) in bad {
+            let e = err(&with_field(field));
+            assert!(e.contains(problem), "{field}: {e}");
+        }
+        // The identity: a required, non-nullable string.
+        for id in [r#""required":false"#, r#""nullable":true"#] {
+            let text = MIN.replace(r#""type":"string"}"#, &format!(r#""type":"string",{id}}}"#));
+            assert!(err(&text).contains("must be a required"), "{id}");
+        }
+    }
+
+    #[test]
+    fn a_contract_is_labelled_and_hashed_by_its_file() {
+        let c = Contract::compile(MIN.as_bytes()).expect("valid");
+        let sha = format!("{:x}", Sha256::digest(MIN.as_bytes()));
+        assert_eq!(c.sha256, sha);
+        assert_eq!(c.label(), format!("t@1 ({})", &sha[..12]));
+        assert!(format!("{c:?}").contains(r#"name: "t""#));
+        assert_eq!(
+            builtin("progress").map(|p| p.name.as_str()),
+            Some("progress")
+        );
+        assert!(builtin("enrollment").is_none());
+        let kinds = [
+            Kind::String,
+            Kind::Enum(vec![]),
+            Kind::Integer { min: 0, max: 0 },
+            Kind::Boolean,
+            Kind::Time,
+        ];
+        let names: Vec<&str> = kinds.iter().map(Kind::name).collect();
+        assert_eq!(names, ["string", "enum", "integer", "boolean", "time"]);
+    }
 }

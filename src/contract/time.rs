@@ -383,4 +383,60 @@ mod tests {
         assert_eq!(format!("{a:?}"), "\"2026-03-02T08:32:11.5Z\"");
         assert!(std::mem::size_of::<UtcTime>() <= 32);
     }
+
+    #[test]
+    fn utc_times_differ_by_their_text_and_hash_as_it() {
+        use std::hash::BuildHasher;
+        let a = parse_event_time("2026-03-02T14:02:11Z").expect("valid");
+        let b = parse_event_time("2026-03-02T14:02:12Z").expect("valid");
+        assert_ne!(a, b);
+        assert_eq!(a.as_bytes(), b"2026-03-02T14:02:11Z");
+        assert_eq!(&a.padded()[..20], b"2026-03-02T14:02:11Z");
+        assert_eq!(a.padded()[20..], [0; 10]);
+        let s = std::collections::hash_map::RandomState::new();
+        assert_eq!(s.hash_one(a), s.hash_one("2026-03-02T14:02:11Z"));
+    }
+
+    #[test]
+    fn event_time_rolls_exactly_at_midnight() {
+        // 23:00 at -01:00 is midnight UTC the next day; 01:00 at +01:00 is midnight.
+        let cases = [
+            ("2026-03-01T23:00:00-01:00", "2026-03-02T00:00:00Z"),
+            ("2026-03-02T01:00:00+01:00", "2026-03-02T00:00:00Z"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(utc(input).as_deref(), Some(expected), "{input}");
+        }
+    }
+
+    #[test]
+    fn event_time_rejects_another_separator_anywhere() {
+        let good = "2026-03-02T14:02:11Z";
+        for at in [4, 7, 10, 13, 16] {
+            for c in [b'_', b'0'] {
+                let mut bad = good.as_bytes().to_vec();
+                bad[at] = c;
+                let bad = String::from_utf8(bad).expect("ASCII");
+                assert_eq!(utc(&bad), None, "{bad}");
+            }
+        }
+    }
+
+    #[test]
+    fn event_time_rejects_a_non_digit_in_every_number() {
+        // ':' is the byte after '9': as a digit it would be 10 ("20:6" a year 2106).
+        let good = "2026-03-02T14:02:11+05:30";
+        assert!(utc(good).is_some());
+        let digits = [
+            0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 23, 24,
+        ];
+        for at in digits {
+            for c in [b'a', b':', b'/'] {
+                let mut bad = good.as_bytes().to_vec();
+                bad[at] = c;
+                let bad = String::from_utf8(bad).expect("ASCII");
+                assert_eq!(utc(&bad), None, "{bad}");
+            }
+        }
+    }
 }

@@ -144,28 +144,6 @@ impl Scratch {
         )
     }
 
-    /// On S3 a killed holder's lease is not taken over before it expires (its last
-    /// request may still be executing on the server), so the drill waits for the
-    /// expiry of the crashed child's short lease, as a real rerun would have to.
-    async fn wait_for_dead_lease(&self) -> Result<()> {
-        if matches!(self.lake, Location::Local(_)) {
-            return Ok(());
-        }
-        let Some(lease) = self.store.get_small(&self.layout.lock).await? else {
-            return Ok(());
-        };
-        let at = self.store.location(&self.layout.lock);
-        let unreadable = |e: crate::error::BoxError| Error::store("read drill lease", &at, e);
-        let record: crate::lease::LeaseRecord =
-            serde_json::from_slice(&lease.bytes).map_err(|e| unreadable(e.into()))?;
-        let expires = record.expires().map_err(|e| unreadable(e.into()))?;
-        let left = expires - time::OffsetDateTime::now_utc();
-        if !record.released && left.is_positive() {
-            tokio::time::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50)).await;
-        }
-        Ok(())
-    }
-
     /// What a fresh sweep would still find: must be nothing after a rerun.
     async fn leftovers(&self) -> Result<u64> {
         let others = Sweep::Others {
@@ -308,7 +286,6 @@ async fn crash_scenario(
     }
     let visible = s.published().await?;
     let ckpt = s.checkpoint().await?;
-    s.wait_for_dead_lease().await?;
     if visible != k.old_out && visible != k.new_out {
         violations.push("published name holds neither the old nor the complete new bytes".into());
     }

@@ -20,11 +20,12 @@ pub enum Error {
     Precondition { location: String },
 
     /// Another run holds the lease for this (product, input).
-    #[error("busy: {location} is held by run {holder} until {expires_at}")]
+    #[error("busy: {location} is held by run {holder} until {until}")]
     Busy {
         location: String,
         holder: String,
-        expires_at: String,
+        /// When it may be free, in words.
+        until: String,
     },
 
     /// Configuration or usage problem, detected before anything is touched.

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::history::{self, RunRecord};
 use crate::hook::Hooks;
 use crate::layout::Layout;
+use crate::lease::{LeaseRecord, Sightings};
 use crate::pipeline;
 use crate::progress;
 use crate::shutdown::Shutdown;
@@ -174,12 +175,27 @@ async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<O
     {
         return Ok(None);
     }
+    // A lease not released means a run of this input died, stalled or is still at
+    // work, perhaps between its checkpoint and its cleanup: a full run takes the lease
+    // (or answers busy) and sweeps what that run left, which no skip would.
+    if !lease_released(lake, &layout.lock).await? {
+        return Ok(None);
+    }
     Ok(Some(Summary::skipped(
         pipeline::new_run_id(),
         cfg.product.clone(),
         cfg.input.to_string(),
         rec,
     )))
+}
+
+/// Is the input's lease absent or released? A record that does not parse is not: the
+/// full run reports it.
+async fn lease_released(lake: &dyn Store, key: &str) -> Result<bool> {
+    Ok(match lake.get_small(key).await? {
+        None => true,
+        Some(v) => serde_json::from_slice::<LeaseRecord>(&v.bytes).is_ok_and(|r| r.released),
+    })
 }
 
 /// An input that ran, or was skipped cheaply.
@@ -205,6 +221,7 @@ pub async fn land_one(
     hooks: &Hooks,
     shutdown: &Shutdown,
     lake: Option<&Arc<dyn Store>>,
+    seen: &Sightings,
     try_cheap: bool,
     full_runs: Option<&Slots>,
 ) -> Option<Landed> {
@@ -245,7 +262,7 @@ pub async fn land_one(
         let _bar = full_runs.and_then(|_| progress::in_flight(&cfg.input_name));
         let started = Instant::now();
         Some((
-            pipeline::run(cfg, lake, hooks, shutdown).await,
+            pipeline::run(cfg, lake, hooks, shutdown, seen).await,
             false,
             started,
         ))
@@ -442,6 +459,9 @@ struct Shared {
     ic: InboxConfig,
     hooks: Hooks,
     lake: Option<Arc<dyn Store>>,
+    /// What the inputs' runs saw of leases held by others: an input found busy in
+    /// the first pass keeps its first look in the second.
+    seen: Sightings,
     progress: InboxProgress,
     finished: AtomicUsize,
     totals: Mutex<Totals>,
@@ -490,6 +510,7 @@ pub async fn run(
         ic: ic.clone(),
         hooks: *hooks,
         lake,
+        seen: Sightings::default(),
         progress: InboxProgress::new(&[&inputs[..], &clashing[..]].concat(), ic.base.progress),
         finished: AtomicUsize::new(0),
         totals: Mutex::new(Totals::default()),
@@ -652,6 +673,7 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
         &shared.hooks,
         &shared.shutdown,
         shared.lake.as_ref(),
+        &shared.seen,
         !ic.rehash,
         Some(&shared.full_runs),
     )

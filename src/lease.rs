@@ -1,9 +1,17 @@
 //! One run per (product, input) at a time. The lease is a small object created with
 //! a conditional create (`If-None-Match: *` on S3; on a local disk a compare-and-swap
-//! under a lock file in `locks/.cas/`, honest for one host only) holding the run id, host and an expiry. It is
-//! renewed while the run lasts; an expired lease (its holder died) is taken over
-//! with a conditional replace of the exact version read, so two runs cannot both
-//! take it.
+//! under a lock file in `locks/.cas/`, honest for one host only) holding the run id,
+//! host, TTL and (for people) a wall-clock expiry. It is renewed while the run lasts,
+//! each renewal a new version of the object.
+//!
+//! Whether a held lease has run out is judged by the observer's own clock, never by
+//! comparing two hosts' wall clocks (the rule of the DynamoDB lock client): a run
+//! that finds the lease held remembers its version and the instant it first saw it
+//! ([`Sightings`], on its monotonic clock), and takes it over only once that same
+//! version has stayed unchanged for the holder's TTL plus the margin, with a
+//! conditional replace of that version, so two runs cannot both take it. A clock
+//! hours ahead or behind changes nothing: a live holder's renewals keep changing the
+//! version, and a dead holder's stays still.
 //!
 //! The holder keeps a monotonic deadline (last successful renewal + TTL − margin,
 //! the margin being the longest a request can stay in flight on the server) and
@@ -47,7 +55,19 @@ pub struct LeaseRecord {
     #[serde(default)]
     pub pid_ns: String,
     pub acquired_at: String,
+    /// The holder's wall clock plus its TTL at its last renewal: for people
+    /// (`landing status`), never for a takeover decision.
     pub expires_at: String,
+    /// The holder's TTL in milliseconds: how long an observer must see one version
+    /// unchanged (plus the margin) before it takes the lease over. 0 in records of
+    /// versions that did not write it: the observer's own TTL is used.
+    #[serde(default)]
+    pub ttl_ms: u64,
+    /// How many times the holder renewed it: each renewal is a new version even
+    /// where a version is a hash of the body (an S3 ETag is the body's MD5), so a
+    /// watcher never mistakes a live holder for a still one.
+    #[serde(default)]
+    pub renewal: u64,
     /// Set by a holder that finished: the lease is free, whatever `expires_at` says.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
@@ -76,9 +96,62 @@ impl LeaseRecord {
         OffsetDateTime::parse(&self.expires_at, &Rfc3339)
     }
 
-    /// Has it run out by `at`? An expiry that does not parse never has.
+    /// Has it run out by `at` on the reader's wall clock? For people only (`landing
+    /// status`): another host's clock may be off by any amount. An expiry that does
+    /// not parse never has.
     pub fn expired(&self, at: OffsetDateTime) -> bool {
         self.expires().is_ok_and(|t| t <= at)
+    }
+
+    /// The holder's TTL, where the record says it.
+    fn ttl(&self) -> Option<Duration> {
+        (self.ttl_ms > 0).then(|| Duration::from_millis(self.ttl_ms))
+    }
+}
+
+/// What this process has seen of leases other runs hold: for each lease (by
+/// location), the version it last read and the instant, on this process's monotonic
+/// clock, it first read that version. A handle: every run of the process shares one,
+/// so an inbox input found busy in its first pass keeps its first look in the second.
+#[derive(Debug, Clone, Default)]
+pub struct Sightings(Arc<std::sync::Mutex<std::collections::HashMap<String, Sighting>>>);
+
+#[derive(Debug)]
+struct Sighting {
+    version: String,
+    since: Instant,
+}
+
+impl Sightings {
+    /// How long `version` of the lease at `location` has been seen unchanged: zero at
+    /// the first look, and again whenever the version changed since the last one.
+    fn unchanged_for(&self, location: &str, version: &str) -> Duration {
+        let now = Instant::now();
+        // A poisoned map only means another run panicked while holding it; its
+        // entries are whole (each update is one assignment).
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s = seen.entry(location.to_owned()).or_insert_with(|| Sighting {
+            version: version.to_owned(),
+            since: now,
+        });
+        if s.version != version {
+            *s = Sighting {
+                version: version.to_owned(),
+                since: now,
+            };
+        }
+        now.duration_since(s.since)
+    }
+
+    /// Tests: pretend `version` at `location` was first seen `ago`.
+    #[cfg(test)]
+    fn seen(&self, location: &str, version: &str, ago: Duration) {
+        let since = Instant::now()
+            .checked_sub(ago)
+            .expect("a clock that far back");
+        let mut seen = self.0.lock().unwrap();
+        let version = version.to_owned();
+        seen.insert(location.to_owned(), Sighting { version, since });
     }
 }
 
@@ -158,7 +231,7 @@ fn holder_is_dead(held: &LeaseRecord) -> bool {
     rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
-fn record_for(run_id: &str, ttl: Duration, acquired_at: &str) -> LeaseRecord {
+fn record_for(run_id: &str, ttl: Duration, acquired_at: &str, renewal: u64) -> LeaseRecord {
     LeaseRecord {
         released: false,
         clean: false,
@@ -169,6 +242,8 @@ fn record_for(run_id: &str, ttl: Duration, acquired_at: &str) -> LeaseRecord {
         pid_ns: pid_ns(),
         acquired_at: acquired_at.to_owned(),
         expires_at: rfc3339(now() + ttl),
+        ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        renewal,
     }
 }
 
@@ -181,16 +256,18 @@ fn encode(r: &LeaseRecord) -> Bytes {
 impl Lease {
     /// Take the lease at `key` or fail with `Busy` naming the holder. `deadline` is
     /// the run's write deadline, set here and moved by every renewal; the store the
-    /// lease is written through checks it too (see [`crate::store::Gate`]).
+    /// lease is written through checks it too (see [`crate::store::Gate`]). A held
+    /// lease is judged by what `seen` remembers of it (see [`Sightings`]).
     pub async fn acquire(
         store: Arc<dyn Store>,
         key: &str,
         run_id: &str,
         opts: LeaseOptions,
         deadline_cell: Deadline,
+        seen: &Sightings,
     ) -> Result<Lease> {
         let acquired_at = rfc3339(now());
-        let body = encode(&record_for(run_id, opts.ttl, &acquired_at));
+        let body = encode(&record_for(run_id, opts.ttl, &acquired_at, 0));
         // The lease can only have been written after this instant.
         let started = Instant::now();
         deadline_cell.set(Some(deadline(started, opts)));
@@ -200,7 +277,7 @@ impl Lease {
         {
             Ok(v) => (v, Inherited::Fresh),
             Err(Error::Precondition { .. }) => {
-                Self::take_over(&*store, key, run_id, body, opts).await?
+                Self::take_over(&*store, key, run_id, body, opts, seen).await?
             }
             Err(e) => return Err(e),
         };
@@ -225,13 +302,16 @@ impl Lease {
         self.inherited
     }
 
-    /// The lease exists: take it only if it has expired, by replacing that exact version.
+    /// The lease exists: take it only if it was released, its holder provably died,
+    /// or this process has seen the same version for the holder's TTL plus the
+    /// margin; by replacing that exact version.
     async fn take_over(
         store: &dyn Store,
         key: &str,
         run_id: &str,
         body: Bytes,
         opts: LeaseOptions,
+        seen: &Sightings,
     ) -> Result<(String, Inherited)> {
         let location = store.location(key);
         let Some(current) = store.get_small(key).await? else {
@@ -242,7 +322,7 @@ impl Lease {
                 Err(Error::Precondition { .. }) => Err(Error::Busy {
                     location: location.clone(),
                     holder: "another run that created it just now".into(),
-                    expires_at: "its TTL".into(),
+                    until: "it is released, or unchanged for its TTL".into(),
                 }),
                 other => other.map(|v| (v, Inherited::Unknown)),
             };
@@ -260,18 +340,24 @@ impl Lease {
                 location: location.clone(),
                 reason: format!("{e}; delete it once no run is active"),
             })?;
-        let expires = held.expires().map_err(|e| Error::Corrupt {
-            what: "lease",
-            location: location.clone(),
-            reason: format!("bad expires_at: {e}"),
-        })?;
+        // How long the holder's record must stay as it is before it is taken over: a
+        // renewal started before the holder's deadline (TTL − margin after the
+        // previous one began) has landed by then, and its writes are over.
+        let needed = held.ttl().unwrap_or(opts.ttl) + opts.margin;
+        let unchanged = seen.unchanged_for(&location, &current.version);
         let busy = || Error::Busy {
             location: location.clone(),
             holder: format!("{} on {} (pid {})", held.run_id, held.host, held.pid),
-            expires_at: held.expires_at.clone(),
+            until: format!(
+                "it is released, or its record stays unchanged for {}s by this run's clock \
+                 (unchanged for {}s so far; the holder's clock gives {})",
+                needed.as_secs_f64().ceil(),
+                unchanged.as_secs(),
+                held.expires_at
+            ),
         };
         let dead = opts.instant_takeover && holder_is_dead(&held);
-        if expires > now() && !dead && !held.released {
+        if !held.released && !dead && unchanged < needed {
             return Err(busy());
         }
         let inherited = if held.released && held.clean {
@@ -288,7 +374,7 @@ impl Lease {
                 Ok((v, inherited))
             }
             Ok(v) => {
-                tracing::warn!(lease = %location, previous_holder = %held.run_id, expired_at = %held.expires_at, holder_dead = dead, "took over a stale lease");
+                tracing::warn!(lease = %location, previous_holder = %held.run_id, unchanged_secs = unchanged.as_secs(), holder_dead = dead, "took over a stale lease");
                 Ok((v, inherited))
             }
             // Our replace may have landed with its answer lost, so the SDK's retry met
@@ -315,6 +401,7 @@ impl Lease {
         self.stop = Some(tx);
         self.renewer = Some(tokio::spawn(async move {
             let mut wait = every;
+            let mut renewal = 0;
             loop {
                 tokio::select! {
                     _ = &mut rx => return,
@@ -330,7 +417,8 @@ impl Lease {
                     return;
                 };
                 let started = Instant::now();
-                let body = encode(&record_for(&run_id, opts.ttl, &acquired_at));
+                renewal += 1;
+                let body = encode(&record_for(&run_id, opts.ttl, &acquired_at, renewal));
                 let mut v = version.lock().await;
                 // A hanging renewal must not outlive the deadline it is meant to extend.
                 let put = store.put_small(&key, body, Condition::IfMatch(v.clone()));
@@ -419,7 +507,7 @@ impl Lease {
         // Even past our deadline this is safe: the release is conditional on our own
         // version, so a lease another run took meanwhile answers 412 and stays.
         let ours = self.version.lock().await.clone();
-        let mut record = record_for(&self.run_id, Duration::ZERO, &rfc3339(now()));
+        let mut record = record_for(&self.run_id, Duration::ZERO, &rfc3339(now()), 0);
         record.released = true;
         record.clean = clean;
         match self
@@ -432,11 +520,6 @@ impl Lease {
             Err(Error::Precondition { .. }) => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    /// Is the lease record at `key` free (absent, released or expired)?
-    pub fn is_free(bytes: &[u8]) -> bool {
-        serde_json::from_slice::<LeaseRecord>(bytes).is_ok_and(|r| r.released || r.expired(now()))
     }
 }
 
@@ -544,7 +627,7 @@ mod tests {
                     })
                 }
                 (Fault::ReplaceRaced, Condition::IfMatch(_)) => {
-                    let thief = record_for("thief", Duration::from_secs(60), "now");
+                    let thief = record_for("thief", Duration::from_secs(60), "now", 0);
                     self.inner
                         .put_small(key, encode(&thief), Condition::None)
                         .await?;
@@ -616,6 +699,21 @@ mod tests {
         }
     }
 
+    /// A process that has seen no lease yet.
+    fn fresh() -> Sightings {
+        Sightings::default()
+    }
+
+    /// A process that has seen the current version of the lease at `key` for `ago`.
+    async fn seen_for(store: &dyn Store, key: &str, ago: Duration) -> Sightings {
+        let current = store.get_small(key).await.unwrap().expect("a lease record");
+        let seen = Sightings::default();
+        seen.seen(&store.location(key), &current.version, ago);
+        seen
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
     #[tokio::test]
     async fn a_takeover_whose_answer_was_lost_is_ours() {
         let dir = tempfile::tempdir().unwrap();
@@ -628,12 +726,14 @@ mod tests {
             .await
             .unwrap();
         let store = scripted(dir.path(), Fault::ReplaceAnswerLost);
+        let seen = seen_for(&*store, "l.lock", HOUR).await;
         let lease = Lease::acquire(
             store,
             "l.lock",
             "me",
             opts(Duration::from_secs(60)),
             Deadline::default(),
+            &seen,
         )
         .await
         .expect("the landed takeover is recognised as ours");
@@ -657,6 +757,7 @@ mod tests {
             "run",
             opts(Duration::from_secs(60)),
             Deadline::default(),
+            &fresh(),
         )
         .await;
         assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
@@ -672,24 +773,28 @@ mod tests {
             "a",
             opts(Duration::from_secs(60)),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
         a.release(false).await.unwrap();
-        let left = store.get_small("l.lock").await.unwrap().unwrap();
-        assert!(Lease::is_free(&left.bytes));
+        assert!(
+            stored(&*store, "l.lock").await.released,
+            "a released record"
+        );
         let b = Lease::acquire(
             store.clone(),
             "l.lock",
             "b",
             opts(Duration::from_secs(60)),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
         b.ensure_held().unwrap();
-        let held = store.get_small("l.lock").await.unwrap().unwrap();
-        assert!(!Lease::is_free(&held.bytes), "b's lease reads as free");
+        let held = stored(&*store, "l.lock").await;
+        assert!(!held.released && held.run_id == "b", "b holds it: {held:?}");
     }
 
     #[tokio::test]
@@ -702,10 +807,11 @@ mod tests {
             "a",
             opts(Duration::from_secs(60)),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
-        let other = encode(&record_for("b", Duration::from_secs(60), "now"));
+        let other = encode(&record_for("b", Duration::from_secs(60), "now", 0));
         store
             .put_small("l.lock", other.clone(), Condition::None)
             .await
@@ -721,6 +827,7 @@ mod tests {
     async fn the_next_holder_knows_whether_the_last_one_left_staging_clean() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let seen = fresh();
         let take = |run: &'static str| {
             Lease::acquire(
                 store.clone(),
@@ -728,6 +835,7 @@ mod tests {
                 run,
                 opts(Duration::from_secs(60)),
                 Deadline::default(),
+                &seen,
             )
         };
         let a = take("a").await.unwrap();
@@ -749,6 +857,8 @@ mod tests {
             .put_small("l.lock", dead.to_string().into(), Condition::None)
             .await
             .unwrap();
+        let dead_version = store.get_small("l.lock").await.unwrap().unwrap().version;
+        seen.seen(&store.location("l.lock"), &dead_version, HOUR);
         let d = take("d").await.unwrap();
         assert_eq!(d.inherited(), Inherited::Unknown, "taken over");
     }
@@ -768,6 +878,7 @@ mod tests {
                 instant_takeover: false,
             },
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
@@ -783,6 +894,8 @@ mod tests {
             pid_ns: String::new(),
             acquired_at: "2020-01-01T00:00:00Z".into(),
             expires_at: expires_at.into(),
+            ttl_ms: 0,
+            renewal: 0,
             released,
             clean,
         }
@@ -809,21 +922,9 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_is_free_once_released_or_expired() {
-        let free = |r: &LeaseRecord| Lease::is_free(&encode(r));
-        assert!(!free(&held_by("a", FAR, false, false)));
-        assert!(
-            free(&held_by("a", FAR, true, false)),
-            "released, whatever its expiry"
-        );
-        assert!(free(&held_by("a", PAST, false, false)), "expired");
-        assert!(!Lease::is_free(b"{"), "not a lease record");
-    }
-
-    #[test]
     fn a_new_record_names_its_run_and_expires_a_ttl_from_now() {
         let before = now();
-        let r = record_for("a", Duration::from_secs(60), "then");
+        let r = record_for("a", Duration::from_secs(60), "then", 0);
         let expires = r.expires().unwrap();
         assert!(expires >= before + Duration::from_secs(59), "{expires}");
         assert!(expires <= now() + Duration::from_secs(61), "{expires}");
@@ -839,10 +940,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
         let ttl = opts(Duration::from_secs(60));
-        let a = Lease::acquire(store.clone(), "l.lock", "a", ttl, Deadline::default())
-            .await
-            .unwrap();
-        let b = Lease::acquire(store.clone(), "l.lock", "b", ttl, Deadline::default()).await;
+        let a = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            ttl,
+            Deadline::default(),
+            &fresh(),
+        )
+        .await
+        .unwrap();
+        let b = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "b",
+            ttl,
+            Deadline::default(),
+            &fresh(),
+        )
+        .await;
         match b {
             Err(Error::Busy { holder, .. }) => assert!(holder.starts_with("a on "), "{holder}"),
             other => panic!("b took a live lease: {:?}", other.err()),
@@ -861,9 +977,16 @@ mod tests {
             .await
             .unwrap();
         let ttl = opts(Duration::from_secs(60));
-        let l = Lease::acquire(store.clone(), "l.lock", "new", ttl, Deadline::default())
-            .await
-            .expect("a released lease is free");
+        let l = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "new",
+            ttl,
+            Deadline::default(),
+            &fresh(),
+        )
+        .await
+        .expect("a released lease is free");
         assert_eq!(l.inherited(), Inherited::Clean);
         assert_eq!(stored(&*store, "l.lock").await.run_id, "new");
     }
@@ -877,16 +1000,128 @@ mod tests {
             .await
             .unwrap();
         let store = scripted(dir.path(), Fault::ReplaceRaced);
+        let seen = seen_for(&*store, "l.lock", HOUR).await;
         let r = Lease::acquire(
             store.clone(),
             "l.lock",
             "me",
             opts(Duration::from_secs(60)),
             Deadline::default(),
+            &seen,
         )
         .await;
         assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
         assert_eq!(stored(&*store, "l.lock").await.run_id, "thief");
+    }
+
+    /// A record by a holder with a 60 s TTL, stored at `l.lock`; its expiry as its
+    /// own clock wrote it.
+    async fn held_for_a_minute(store: &dyn Store, expires_at: &str) {
+        let mut r = held_by("holder", expires_at, false, false);
+        r.ttl_ms = 60_000;
+        store
+            .put_small("l.lock", encode(&r), Condition::None)
+            .await
+            .unwrap();
+    }
+
+    fn with_margin(ttl: Duration, margin: Duration) -> LeaseOptions {
+        LeaseOptions {
+            margin,
+            ..opts(ttl)
+        }
+    }
+
+    #[test]
+    fn a_version_is_unchanged_from_its_first_look_until_it_changes() {
+        let seen = fresh();
+        assert_eq!(seen.unchanged_for("l", "v1"), Duration::ZERO, "first look");
+        seen.seen("l", "v1", HOUR);
+        assert!(seen.unchanged_for("l", "v1") >= HOUR);
+        assert!(seen.unchanged_for("other", "v1") < HOUR, "another lease");
+        assert!(
+            seen.unchanged_for("l", "v2") < HOUR,
+            "a renewal starts over"
+        );
+        assert!(
+            seen.unchanged_for("l", "v1") < HOUR,
+            "and so does going back"
+        );
+    }
+
+    /// An expiry long past by this host's clock (the holder's clock is behind, or
+    /// ours is ahead) is not a takeover: the first look is.
+    #[tokio::test]
+    async fn a_past_expiry_does_not_free_a_lease_seen_for_the_first_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        held_for_a_minute(&*store, PAST).await;
+        let o = with_margin(Duration::from_secs(30), Duration::from_secs(10));
+        let seen = fresh();
+        let r = Lease::acquire(store.clone(), "l.lock", "me", o, Deadline::default(), &seen);
+        match r.await {
+            Err(Error::Busy { until, .. }) => {
+                assert!(until.contains("unchanged for 70s"), "{until}")
+            }
+            other => panic!("took a lease at first look: {:?}", other.err()),
+        }
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "holder");
+    }
+
+    /// The holder's TTL (60 s, from its record, not the observer's 30 s) plus the
+    /// margin (10 s) of unchanged record, whatever its expiry says: far ahead (the
+    /// holder's clock is ahead) is taken all the same.
+    #[tokio::test]
+    async fn a_lease_is_taken_over_once_one_version_stayed_for_its_ttl_and_margin() {
+        for expires_at in [FAR, PAST] {
+            let dir = tempfile::tempdir().unwrap();
+            let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+            held_for_a_minute(&*store, expires_at).await;
+            let o = with_margin(Duration::from_secs(30), Duration::from_secs(10));
+            let take = |seen: Sightings| {
+                let store = store.clone();
+                async move { Lease::acquire(store, "l.lock", "me", o, Deadline::default(), &seen).await }
+            };
+            let short = seen_for(&*store, "l.lock", Duration::from_secs(69)).await;
+            let r = take(short).await;
+            assert!(
+                matches!(r, Err(Error::Busy { .. })),
+                "69 s < 70 s: {:?}",
+                r.err()
+            );
+            let long = seen_for(&*store, "l.lock", Duration::from_secs(71)).await;
+            let l = take(long).await.expect("unchanged for 71 s");
+            assert_eq!(l.inherited(), Inherited::Unknown, "taken over, so swept");
+            assert_eq!(stored(&*store, "l.lock").await.run_id, "me", "{expires_at}");
+        }
+    }
+
+    /// A renewal between two looks: the version the observer watched is gone, so
+    /// its hour of watching counts for nothing.
+    #[tokio::test]
+    async fn a_renewed_lease_is_not_taken_over_whatever_was_seen_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        held_for_a_minute(&*store, PAST).await;
+        let seen = seen_for(&*store, "l.lock", HOUR).await;
+        // Local versions are (inode, mtime, size): a renewal writes a new file.
+        held_for_a_minute(&*store, FAR).await;
+        let o = opts(Duration::from_secs(60));
+        let r = Lease::acquire(store.clone(), "l.lock", "me", o, Deadline::default(), &seen);
+        assert!(matches!(r.await, Err(Error::Busy { .. })));
+        assert_eq!(stored(&*store, "l.lock").await.run_id, "holder");
+    }
+
+    #[test]
+    fn a_record_says_its_holders_ttl() {
+        let r = record_for("a", Duration::from_millis(1500), "then", 0);
+        assert_eq!(r.ttl_ms, 1500);
+        assert_eq!(r.ttl(), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            held_by("a", PAST, false, false).ttl(),
+            None,
+            "an older record"
+        );
     }
 
     /// A live lease of this machine whose holder is gone: the pid of a child that
@@ -896,7 +1131,7 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        let mut ghost = record_for("ghost", Duration::from_secs(60), "then");
+        let mut ghost = record_for("ghost", Duration::from_secs(60), "then", 0);
         ghost.pid = pid;
         store
             .put_small("l.lock", encode(&ghost), Condition::None)
@@ -911,15 +1146,30 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
         a_dead_holders_lease(&*store).await;
         let wait = opts(Duration::from_secs(60)); // instant_takeover: false
-        let r = Lease::acquire(store.clone(), "l.lock", "a", wait, Deadline::default()).await;
+        let r = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            wait,
+            Deadline::default(),
+            &fresh(),
+        )
+        .await;
         assert!(matches!(r, Err(Error::Busy { .. })), "{:?}", r.err());
         let at_once = LeaseOptions {
             instant_takeover: true,
             ..wait
         };
-        let l = Lease::acquire(store.clone(), "l.lock", "a", at_once, Deadline::default())
-            .await
-            .expect("the holder is gone");
+        let l = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            at_once,
+            Deadline::default(),
+            &fresh(),
+        )
+        .await
+        .expect("the holder is gone");
         assert_eq!(l.inherited(), Inherited::Unknown);
         assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
     }
@@ -938,6 +1188,7 @@ mod tests {
             "a",
             opts(SHORT),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
@@ -947,6 +1198,11 @@ mod tests {
         let later = stored(&*store, "l.lock").await;
         assert_eq!(later.run_id, "a");
         assert!(later.expires().unwrap() > first, "the expiry moved on");
+        assert!(
+            later.renewal >= 2,
+            "each renewal is counted: {}",
+            later.renewal
+        );
     }
 
     #[tokio::test]
@@ -960,6 +1216,7 @@ mod tests {
             "a",
             opts(SHORT),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
@@ -980,6 +1237,7 @@ mod tests {
             "a",
             opts(SHORT),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();
@@ -998,6 +1256,7 @@ mod tests {
             "a",
             opts(SHORT),
             Deadline::default(),
+            &fresh(),
         )
         .await
         .unwrap();

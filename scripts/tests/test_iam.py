@@ -7,7 +7,6 @@ library only.
     python3 -m unittest discover -s scripts/tests
 """
 
-import datetime
 import json
 import signal
 import sys
@@ -204,13 +203,6 @@ class ScenarioVerdictTest(unittest.TestCase):
         out = '{"action":"published"}\nnot json\n{"action":"skipped"}\n'
         self.assertEqual(iam.last_summary(out), {"action": "skipped"})
         self.assertEqual(iam.last_summary("error\n"), {})
-
-    def test_a_lease_is_over_when_gone_released_or_expired(self):
-        now = datetime.datetime(2026, 3, 2, 12, 0, tzinfo=datetime.timezone.utc)
-        self.assertTrue(iam.lease_over(None, now))
-        self.assertTrue(iam.lease_over({"released": True, "expires_at": "2026-03-02T13:00:00Z"}, now))
-        self.assertTrue(iam.lease_over({"expires_at": "2026-03-02T11:59:59Z"}, now))
-        self.assertFalse(iam.lease_over({"expires_at": "2026-03-02T12:00:05Z"}, now))
 
     def test_a_crash_must_be_the_hooks_sigkill_with_the_lease_left_held(self):
         marker = "landing: drill crash at mid-stream\n"

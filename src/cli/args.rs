@@ -554,9 +554,11 @@ impl DrillArgs {
             ));
         }
         let s3 = self.s3.options()?;
-        // Children hold short leases, so the drill waits seconds, not minutes, for a
-        // crashed child's lease to expire on S3. Their attempt timeout stays below the
-        // TTL, as every run requires.
+        // Children hold short leases, so the rerun after a crash on S3 waits seconds,
+        // not minutes, to take the crashed child's lease over (one TTL plus the
+        // margin after its first look, polling at most every 5 s): their lease wait
+        // is three TTLs. Their attempt timeout stays below the TTL, as every run
+        // requires.
         let child = S3Options {
             attempt_timeout: s3
                 .attempt_timeout
@@ -564,7 +566,12 @@ impl DrillArgs {
             ..s3.clone()
         };
         let mut child_args = child.to_args();
-        child_args.extend(["--lease-ttl".to_owned(), DRILL_LEASE_TTL.to_string()]);
+        child_args.extend([
+            "--lease-ttl".to_owned(),
+            DRILL_LEASE_TTL.to_string(),
+            "--lease-wait".to_owned(),
+            (3 * DRILL_LEASE_TTL).to_string(),
+        ]);
         Ok(DrillConfig {
             lake: Location::parse(&self.lake)?,
             size: self.size_mib << 20,
@@ -793,5 +800,12 @@ mod tests {
         assert_eq!(s3.response_checksum, Some(ChecksumMode::WhenRequired));
         // ...and whole structs: a setting added later and not forwarded fails here.
         assert_eq!(c.s3, d.s3);
+        // A short lease, and a wait long enough to take a crashed child's over: its
+        // TTL (6 s) plus the margin (the attempt timeout, 2 s) plus a 5 s poll.
+        assert_eq!(c.lease_ttl, std::time::Duration::from_secs(6));
+        assert_eq!(c.lease_wait, std::time::Duration::from_secs(18));
+        assert!(
+            c.lease_wait >= c.lease_ttl + s3.attempt_timeout + std::time::Duration::from_secs(5)
+        );
     }
 }

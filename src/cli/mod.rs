@@ -10,6 +10,7 @@ use args::{AuditArgs, CommonArgs, ContractArgs, DrillArgs, LogFormat, RunArgs};
 use crate::config::{Config, RunPlan};
 use crate::error::{Error, Result};
 use crate::hook::Hooks;
+use crate::lease::Sightings;
 use crate::pipeline;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
@@ -397,7 +398,17 @@ async fn run_single(
     shutdown: &Shutdown,
     recorder: &crate::metrics::Recorder,
 ) -> Result<Outcome> {
-    match crate::inbox::land_one(cfg, hooks, shutdown, None, false, None).await {
+    match crate::inbox::land_one(
+        cfg,
+        hooks,
+        shutdown,
+        None,
+        &Sightings::default(),
+        false,
+        None,
+    )
+    .await
+    {
         Some(landed) => {
             let summary = landed.result.as_ref().ok();
             recorder.landed(&cfg.input_name, landed.action, summary, &landed.measured);

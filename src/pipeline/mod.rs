@@ -40,7 +40,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, Hooks, PausePoint};
 use crate::layout::Layout;
-use crate::lease::{Inherited, Lease, LeaseOptions};
+use crate::lease::{Inherited, Lease, LeaseOptions, Sightings};
 use crate::progress::Progress;
 use crate::shutdown::Shutdown;
 use crate::store::{CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Version};
@@ -131,13 +131,15 @@ pub async fn run(
     lake: Option<&Arc<dyn Store>>,
     hooks: &Hooks,
     shutdown: &Shutdown,
+    seen: &Sightings,
 ) -> Result<Summary> {
     let run_id = new_run_id();
     crate::history::begin(&run_id);
     let span =
         tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %cfg.input);
     // Instrumented, not entered: inbox runs land several inputs at once on one runtime.
-    tracing::Instrument::instrument(run_in_span(cfg, lake, *hooks, shutdown, run_id), span).await
+    let ran = run_in_span(cfg, lake, *hooks, shutdown, seen, run_id);
+    tracing::Instrument::instrument(ran, span).await
 }
 
 async fn run_in_span(
@@ -145,6 +147,7 @@ async fn run_in_span(
     shared_lake: Option<&Arc<dyn Store>>,
     hooks: Hooks,
     shutdown: &Shutdown,
+    seen: &Sightings,
     run_id: String,
 ) -> Result<Summary> {
     let input_location = cfg.input.to_string();
@@ -171,7 +174,13 @@ async fn run_in_span(
             .at(Step::Connect, &input_location)?,
     };
     let layout = Layout::new(&cfg.product, &cfg.input_name).published_as(cfg.output_compression);
-    let waited = take_lease(cfg, &lake, &layout, &run_id, deadline, shutdown).await;
+    let leasing = Leasing {
+        lake: &lake,
+        key: &layout.lock,
+        run_id: &run_id,
+        seen,
+    };
+    let waited = take_lease(cfg, &leasing, deadline, shutdown).await;
     let lease = match waited.at(Step::Lease, &input_location)? {
         Ok(lease) => lease,
         Err(signal) => {
@@ -210,24 +219,38 @@ async fn run_in_span(
     result
 }
 
+/// Which lease a run takes, and what its process has seen of it.
+struct Leasing<'a> {
+    lake: &'a Arc<dyn Store>,
+    key: &'a str,
+    run_id: &'a str,
+    seen: &'a Sightings,
+}
+
 /// Take the input's lease. While another run holds it, poll with jittered backoff for
-/// up to `--lease-wait` (until it is released or expires), then answer busy. A signal
-/// stops the wait (`Err(signal)`); it never interrupts an attempt, whose write may
-/// land after it was abandoned.
+/// up to `--lease-wait` (until it is released, or its holder's record stayed
+/// unchanged for a TTL: see [`crate::lease`]), then answer busy. A signal stops the
+/// wait (`Err(signal)`); it never interrupts an attempt, whose write may land after
+/// it was abandoned.
 async fn take_lease(
     cfg: &Config,
-    lake: &Arc<dyn Store>,
-    layout: &Layout,
-    run_id: &str,
+    l: &Leasing<'_>,
     deadline: Deadline,
     shutdown: &Shutdown,
 ) -> Result<std::result::Result<Lease, Signal>> {
-    let opts = lease_options(cfg, &**lake);
+    let opts = lease_options(cfg, &**l.lake);
     let until = Instant::now() + cfg.lease_wait;
     let mut delays = crate::lease::wait_delays();
     let mut waiting = false;
     loop {
-        let attempt = Lease::acquire(lake.clone(), &layout.lock, run_id, opts, deadline.clone());
+        let attempt = Lease::acquire(
+            l.lake.clone(),
+            l.key,
+            l.run_id,
+            opts,
+            deadline.clone(),
+            l.seen,
+        );
         let busy = match attempt.await {
             Err(e @ Error::Busy { .. }) => e,
             other => {

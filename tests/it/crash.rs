@@ -9,7 +9,6 @@ use crate::support::*;
 const NAME: &str = "progress-2026-03-04.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-04.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-04.jsonl.json";
-const LOCK: &str = "locks/progress/progress-2026-03-04.jsonl.lock";
 
 fn clean_output(input: &[u8]) -> Vec<u8> {
     expected_publish(input)
@@ -79,8 +78,7 @@ fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
         }
     }
 
-    w.wait_for_lease_expiry(LOCK);
-    let rerun = w.run(&input, &[]);
+    let rerun = w.run(&input, &["--lease-wait", TAKEOVER_WAIT]);
     assert_eq!(rerun.code, Some(0), "rerun after {point}: {}", rerun.stderr);
     let expected_action = if matches!(expect, Expect::NewMarked) {
         "skipped"

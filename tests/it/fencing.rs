@@ -218,8 +218,7 @@ fn a_crash_after_publish_keeps_the_quarantine_the_checkpoint_names(kind: Kind) {
         w.get(quarantine).is_some(),
         "the checkpoint names a quarantine that was deleted"
     );
-    w.wait_for_lease_expiry(LOCK);
-    let r = w.run(&input, &[]);
+    let r = w.run(&input, &["--lease-wait", TAKEOVER_WAIT]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let ckpt: serde_json::Value = serde_json::from_slice(&w.get(CKPT).unwrap()).unwrap();
     assert!(ckpt["quarantine_path"].is_null(), "{ckpt}");

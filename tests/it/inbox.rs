@@ -485,7 +485,7 @@ fn held_leases(w: &World) -> BTreeSet<String> {
         })
         .filter(|n| {
             w.get(&format!("locks/progress/{n}.lock"))
-                .is_some_and(|b| !lease_record_is_free(&b))
+                .is_some_and(|b| !lease_record_is_released(&b))
         })
         .collect()
 }
@@ -870,7 +870,50 @@ fn status_shows_rows_leases_and_history(kind: Kind) {
     assert_eq!(actions, ["refused", "published"], "{hv}");
 }
 
+/// A run killed between its checkpoint and its cleanup leaves its lease unreleased
+/// (and on S3 its staging object). The input never changes again, yet the next inbox
+/// run does not skip it cheaply: it runs it in full, takes the dead holder's lease
+/// over, sweeps and skips by hash, and releases the lease. Nothing is left behind.
+fn a_dead_holders_unchanged_input_is_swept_not_skipped_cheaply(kind: Kind) {
+    let mut w = World::new(kind, "inbox-dead-holder");
+    w.env
+        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    put_inbox(&w, "a.jsonl", &generated(3_000, 111));
+    put_inbox(&w, "b.jsonl", &generated(3_000, 112));
+    let first = inbox_run(&w, &[], &[]);
+    assert_eq!(first.run.code, Some(0), "{}", first.ctx());
+    put_inbox(&w, "a.jsonl", &generated(3_500, 113));
+    let input = format!("{}/a.jsonl", inbox_arg(&w).trim_end_matches('/'));
+    let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-checkpoint")]);
+    assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
+    assert!(!w.lease_is_free("locks/progress/a.jsonl.lock"));
+    if w.is_s3() {
+        assert!(
+            !w.leftovers().is_empty(),
+            "the killed run's staging object stays"
+        );
+    }
+    let r = inbox_run(&w, &["--lease-wait", TAKEOVER_WAIT], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(
+        (r.action("a.jsonl"), r.action("b.jsonl")),
+        ("skipped", "skipped")
+    );
+    assert!(
+        r.run.stderr.contains("took over a stale lease"),
+        "a.jsonl got a full run: {}",
+        r.ctx()
+    );
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    assert!(w.lease_is_free("locks/progress/a.jsonl.lock"));
+    assert_eq!(
+        w.get("raw/progress/a.jsonl").unwrap(),
+        expected_publish(&generated(3_500, 113))
+    );
+}
+
 matrix! {
+    a_dead_holders_unchanged_input_is_swept_not_skipped_cheaply: [local, seaweed, moto, localstack];
     inbox_lands_each_input_and_reports_totals: [local, seaweed, moto, localstack];
     unchanged_inbox_skips_without_reading: [local, seaweed, moto, localstack];
     old_checkpoint_is_read_once_and_upgraded: [local, seaweed, moto, localstack];

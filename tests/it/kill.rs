@@ -6,9 +6,14 @@
 //! kill during process start tests nothing); a run that ended by itself before its
 //! kill instant is checked all the same but not counted. Each kill is placed in its
 //! window (streaming, staged, promote, checkpoint) by what the settled lake shows,
-//! and streaming, staged and promote each need `PER_WINDOW` kills: once the real
-//! kills are in, the instants aim at a window still short of kills. At most `MAX_TRIALS` trials:
-//! reaching that bound first fails the test. SeaweedFS runs the trials a second time
+//! and streaming, staged, promote and checkpoint each need `PER_WINDOW` kills. Once
+//! the real kills are in, up to `AIMED_TRIALS` instants aim at a window still short of
+//! kills; a window still short after them (promote on a local lake is one rename, a
+//! few microseconds wide) gets placed kills: the run is started with the crash point
+//! that sends itself SIGKILL inside that window (`LANDING_CRASH_AT`), and the test
+//! checks that the lake shows the window it was aimed at. Random kills and placed
+//! ones are printed apart. At most `MAX_TRIALS` random trials: reaching that bound
+//! before `MIN_KILLS` fails the test. SeaweedFS runs the trials a second time
 //! with every core kept busy by a CPU hog that the test starts and stops itself, and
 //! each trial checks that the hog did work since the previous one (a loaded machine
 //! stretches the windows in which a killed run's last request is still in flight on
@@ -50,9 +55,11 @@ const CKPT: &str = "checkpoints/progress/kill.jsonl.json";
 const LOCK: &str = "locks/progress/kill.jsonl.lock";
 /// Real kills each backend must see (a kill before the run held its lease is not one).
 const MIN_KILLS: u64 = 40;
-/// Kills each backend must see in each window of [`WINDOWS`]: streaming, staged and
-/// promote (measured in one CI run: 2 to 18 in the narrowest, staged or promote).
+/// Kills each backend must see in each window of [`WINDOWS`], random or placed.
 const PER_WINDOW: usize = 1;
+/// Random trials that may aim at a short window before it gets placed kills (one CI
+/// run saw 0 random promote kills in 120 trials on a local lake, 13 on SeaweedFS).
+const AIMED_TRIALS: u64 = 10;
 /// Trials each backend may take to see them.
 const MAX_TRIALS: u64 = 120;
 /// The same for the compressed input.
@@ -356,10 +363,36 @@ enum Window {
 }
 
 /// The windows a backend must see killed, in run order, each at least
-/// `Form::per_window` times. The checkpoint window (one small PUT, then the release)
-/// is milliseconds wide on S3: 120 trials reached it 0 to 3 times on SeaweedFS, so
-/// its kills are counted and printed, not required.
-const WINDOWS: [Window; 3] = [Window::Streaming, Window::Staged, Window::Promote];
+/// `Form::per_window` times.
+const WINDOWS: [Window; 4] = [
+    Window::Streaming,
+    Window::Staged,
+    Window::Promote,
+    Window::Checkpoint,
+];
+
+impl Window {
+    /// The crash point (`LANDING_CRASH_AT`) at which a run kills itself inside this
+    /// window: after its first staged bytes, after staging, after the promotion, after
+    /// the checkpoint (before the release).
+    fn crash_point(self) -> Option<&'static str> {
+        Some(match self {
+            Window::Streaming => "mid-stream",
+            Window::Staged => "after-staging",
+            Window::Promote => "after-publish",
+            Window::Checkpoint => "after-checkpoint",
+            Window::Start | Window::Released => return None,
+        })
+    }
+}
+
+/// How a trial's run dies: SIGKILL from the test at a delay (µs), or its own SIGKILL
+/// at the crash point of a window.
+#[derive(Debug, Clone, Copy)]
+enum Shot {
+    At(u64),
+    Placed(Window),
+}
 
 /// The run id a lease record names, and whether it was released.
 fn lease_of(w: &World) -> Option<(String, bool)> {
@@ -509,19 +542,49 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
             .into_iter()
             .find(|w| windows.get(w).map_or(0, Vec::len) < form.per_window)
     };
-    while (kills < form.min_kills || short(&windows).is_some()) && trials < form.max_trials {
-        let trial = trials;
-        trials += 1;
+    // Kills placed by a crash point, by window.
+    let mut placed: std::collections::BTreeMap<Window, usize> = Default::default();
+    let mut aimed = 0;
+    let mut placed_trials: u64 = 0;
+    loop {
+        let shot = if kills < form.min_kills && trials < form.max_trials {
+            Shot::At(next_delay(splitmix(seed ^ trials), span, &windows, None))
+        } else if let Some(want) = short(&windows).filter(|_| aimed < AIMED_TRIALS) {
+            aimed += 1;
+            Shot::At(next_delay(
+                splitmix(seed ^ trials),
+                span,
+                &windows,
+                Some(want),
+            ))
+        } else if let Some(want) = WINDOWS
+            .into_iter()
+            .find(|w| {
+                windows.get(w).map_or(0, Vec::len) + placed.get(w).copied().unwrap_or(0)
+                    < form.per_window
+            })
+            // A crash point that misses its window is a failure already; do not retry it
+            // without end.
+            .filter(|_| placed_trials < (2 * WINDOWS.len() * form.per_window) as u64)
+        {
+            Shot::Placed(want)
+        } else {
+            break;
+        };
+        let trial = trials + placed_trials;
+        match shot {
+            Shot::At(_) => trials += 1,
+            Shot::Placed(_) => placed_trials += 1,
+        }
         // The first run published input 0; trial 0 replaces it with input 1, and so on.
         let new = ((trial + 1) % 2) as usize;
-        let aim = if kills >= form.min_kills {
-            short(&windows)
-        } else {
-            None
+        let ctx = match shot {
+            Shot::At(us) => format!(
+                "{label} seed {seed} trial {trial} delay {:?}",
+                Duration::from_micros(us)
+            ),
+            Shot::Placed(want) => format!("{label} seed {seed} trial {trial} placed in {want:?}"),
         };
-        let delay_us = next_delay(splitmix(seed ^ trial), span, &windows, aim);
-        let delay = Duration::from_micros(delay_us);
-        let ctx = format!("{label} seed {seed} trial {trial} delay {delay:?}");
         if let Some(hog) = hog.as_mut() {
             if !hog.still_loading() {
                 failures.push(format!(
@@ -545,23 +608,34 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
         };
         w.put_input(&file, &inputs[new]);
         let holder_before = lease_of(&w).map(|(h, _)| h);
+        let mut env = via_proxy.clone();
+        if let Shot::Placed(want) = shot {
+            env.push((
+                "LANDING_CRASH_AT",
+                want.crash_point().expect("a run's window"),
+            ));
+        }
         let spawned = Instant::now();
         let mut child = w
-            .command(
-                &["run", "--input", &input, "--lake", &w.lake_arg()],
-                &via_proxy,
-            )
+            .command(&["run", "--input", &input, "--lake", &w.lake_arg()], &env)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn landing");
-        // The random instant itself, not a synchronisation: the kill lands wherever it lands.
-        std::thread::sleep(delay);
-        // Harmless if the run has already ended: it is not reaped before `wait`.
-        child.kill().expect("SIGKILL the run");
+        if let Shot::At(delay_us) = shot {
+            // The random instant itself, not a synchronisation: the kill lands wherever
+            // it lands.
+            std::thread::sleep(Duration::from_micros(delay_us));
+            // Harmless if the run has already ended: it is not reaped before `wait`.
+            child.kill().expect("SIGKILL the run");
+        }
         let status = child.wait().expect("reap the run");
         let killed = status.signal() == Some(libc::SIGKILL);
-        if !killed {
+        if let (Shot::Placed(want), false) = (shot, killed) {
+            failures.push(format!(
+                "{ctx}: the run was to kill itself in the {want:?} window; it ended {status}"
+            ));
+        } else if !killed {
             finished += 1;
             // The clean runs were measured on a busier machine than this one: keep
             // the instants inside the runs seen now, or most trials only watch.
@@ -579,27 +653,37 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
         }
         check(Phase::Settled, &mut failures, &runs);
         if killed {
-            // A kill before the run held its lease tests nothing of the contract.
             let window = window_of(&w, &versions, new, &holder_before);
-            windows.entry(window).or_default().push(delay_us);
-            if window != Window::Start {
-                kills += 1;
+            match shot {
+                // A kill before the run held its lease tests nothing of the contract.
+                Shot::At(delay_us) => {
+                    windows.entry(window).or_default().push(delay_us);
+                    if window != Window::Start {
+                        kills += 1;
+                    }
+                }
+                Shot::Placed(want) if want == window => *placed.entry(want).or_default() += 1,
+                Shot::Placed(want) => failures.push(format!(
+                    "{ctx}: the crash point of the {want:?} window left the lake of the \
+                     {window:?} window; {}",
+                    state(&w)
+                )),
             }
         }
 
-        // A killed holder's lease must expire first on S3; and a killed run's copy
-        // still executing on the server can land between the rerun's decision and its
+        // On S3 a killed holder's lease is taken over once its record stayed
+        // unchanged for a TTL of the rerun's own clock; and a killed run's copy still
+        // executing on the server can land between the rerun's decision and its
         // promotion, which the fence turns into a conflict (75): rerun once more.
-        w.wait_for_lease_expiry(LOCK);
-        let mut r = w.run(&input, &[]);
+        let takeover = ["--lease-wait", TAKEOVER_WAIT];
+        let mut r = w.run(&input, &takeover);
         if r.code == Some(75) {
             conflicts += 1;
             eprintln!(
                 "{ctx}: rerun stopped on a conflict: {}",
                 last_error(&r.stderr)
             );
-            w.wait_for_lease_expiry(LOCK);
-            r = w.run(&input, &[]);
+            r = w.run(&input, &takeover);
         }
         runs.push(
             r.summary
@@ -637,19 +721,26 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
         .iter()
         .map(|(w, d)| format!("{w:?} {}", d.len()))
         .collect();
+    let placed_per_window: Vec<String> = placed.iter().map(|(w, n)| format!("{w:?} {n}")).collect();
     eprintln!(
         "{label}: {kills} real kills in {trials} trials (by window: {}; {finished} runs ended \
-         by themselves first), {conflicts} reruns stopped on a conflict, {} failures \
-         ({late_copies} late copies), seed {seed}, a clean replacing run {:.1?}, {took:.1?} in all",
+         by themselves first), placed kills: {}, {conflicts} reruns stopped on a conflict, \
+         {} failures ({late_copies} late copies), seed {seed}, a clean replacing run {:.1?}, \
+         {took:.1?} in all",
         per_window.join(", "),
+        if placed.is_empty() {
+            "none".to_owned()
+        } else {
+            placed_per_window.join(", ")
+        },
         failures.len(),
         Duration::from_micros(span)
     );
     for want in WINDOWS {
-        let got = windows.get(&want).map_or(0, Vec::len);
+        let got = windows.get(&want).map_or(0, Vec::len) + placed.get(&want).copied().unwrap_or(0);
         if got < form.per_window {
             failures.push(format!(
-                "{label} seed {seed}: {got} kills in the {want:?} window in {trials} trials; \
+                "{label} seed {seed}: {got} kills in the {want:?} window, random or placed; \
                  {} were needed",
                 form.per_window
             ));

@@ -10,10 +10,12 @@ const RAW: &str = "raw/progress/progress-2026-03-05.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-05.jsonl.json";
 const LOCK: &str = "locks/progress/progress-2026-03-05.jsonl.lock";
 
+/// A lease record of another host, with a 2 s TTL.
 fn lease_record(run_id: &str, boot_id: &str, expires_at: &str) -> Vec<u8> {
     serde_json::json!({
         "run_id": run_id, "host": "elsewhere", "pid": 1, "boot_id": boot_id,
         "pid_ns": "pid:[1]", "acquired_at": "2026-01-01T00:00:00Z", "expires_at": expires_at,
+        "ttl_ms": 2000,
     })
     .to_string()
     .into_bytes()
@@ -36,25 +38,33 @@ fn live_lease_means_busy(kind: Kind) {
     );
 }
 
-/// An expired lease of a holder on another host is taken over; the run works.
+/// A lease of a holder on another host whose record says it expired in 2020 (its
+/// clock, or ours, is off; or it died long ago) is busy at a first look: a run that
+/// does not wait answers 75 and leaves it alone. A run that waits takes it over once
+/// the record stayed unchanged for its TTL (2 s) plus the margin of its own clock,
+/// and works.
 fn expired_lease_is_taken_over(kind: Kind) {
-    let w = World::new(kind, "expired");
+    let mut w = World::new(kind, "expired");
+    w.env
+        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
     let input = w.put_input(NAME, format!("{}\n", event("a", 1)).as_bytes());
-    w.put(
-        LOCK,
-        &lease_record("dead-run", "another-machine", "2020-01-01T00:00:00Z"),
-    );
-    let r = w.run(&input, &[]);
+    let dead = lease_record("dead-run", "another-machine", "2020-01-01T00:00:00Z");
+    w.put(LOCK, &dead);
+    let busy = w.run(&input, &["--lease-wait", "0"]);
+    assert_eq!(busy.code, Some(75), "{}", busy.stderr);
+    assert!(busy.stderr.contains("dead-run"), "{}", busy.stderr);
+    assert_eq!(w.get(LOCK).unwrap(), dead, "a busy run touched the lease");
+    let r = w.run(&input, &["--lease-wait", TAKEOVER_WAIT]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.action(), "published");
+    assert!(r.stderr.contains("waiting for it"), "{}", r.stderr);
     assert!(r.stderr.contains("took over a stale lease"), "{}", r.stderr);
     assert!(w.lease_is_free(LOCK), "the lease is released at the end");
 }
 
 /// The lease TTL of the killed-holder test on S3: short, so the takeover comes after
-/// seconds, yet long enough that the run right after the kill (a process start and a
-/// few requests on a loaded machine) surely reads the lease before it expires. The
-/// attempt timeout stays below it, as the job requires.
+/// seconds (10 + 2 of the taker's clock). The attempt timeout stays below it, as the
+/// job requires.
 const KILLED_HOLDER_LEASE: [(&str, &str); 2] = [
     ("LANDING_LEASE_TTL", "10"),
     ("LANDING_S3_ATTEMPT_TIMEOUT", "2"),
@@ -62,9 +72,11 @@ const KILLED_HOLDER_LEASE: [(&str, &str); 2] = [
 
 /// A holder killed mid-run leaves its lease, and the next run takes it over and lands
 /// the file. On a local lake that run sees the holder is gone and takes it over at
-/// once. On S3 the dead holder's last request may still be executing on the server,
-/// so the lease must run out first: a run before the expiry is busy and leaves the
-/// lease alone; once it ran out, a run takes it over.
+/// once. On S3 the dead holder's last request may still be executing on the server:
+/// a run that does not wait (`--lease-wait 0`) is busy and leaves the lease alone,
+/// however late it comes, since it has seen the record for no time at all; a run that
+/// waits takes it over once the record stayed unchanged for the TTL plus the margin
+/// of its own clock, and says it waited.
 fn killed_holder_lease_is_taken_over(kind: Kind) {
     let mut w = World::new(kind, "killed");
     if w.is_s3() {
@@ -81,27 +93,14 @@ fn killed_holder_lease_is_taken_over(kind: Kind) {
     assert!(!w.lease_is_free(LOCK), "a killed holder leaves its lease");
     let holder = lease_holder(&w);
     let r = if w.is_s3() {
-        let busy = w.run(&input, &[]);
-        // Judged by the record, not by a guess of how fast a run starts: a run that
-        // ended while the dead holder's record was still unexpired saw it unexpired,
-        // so it must have been busy and left everything alone. (On a machine so slow
-        // that the record ran out first, that run is the takeover checked below.)
-        if lease_record_is_free(&w.get(LOCK).expect("a lease record")) && busy.code == Some(0) {
-            eprintln!("{kind:?}: the lease ran out before the first run ended; it took over");
-            busy
-        } else {
-            assert_eq!(
-                busy.code,
-                Some(75),
-                "a run before the expiry must be busy: {}",
-                busy.stderr
-            );
-            assert!(busy.stderr.contains(&holder), "{}", busy.stderr);
-            assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
-            assert_eq!(lease_holder(&w), holder, "a busy run took the lease");
-            w.wait_until_lease_runs_out(LOCK);
-            w.run(&input, &[])
-        }
+        let busy = w.run(&input, &["--lease-wait", "0"]);
+        assert_eq!(busy.code, Some(75), "a first look is busy: {}", busy.stderr);
+        assert!(busy.stderr.contains(&holder), "{}", busy.stderr);
+        assert!(w.get(RAW).is_none() && w.get(CKPT).is_none());
+        assert_eq!(lease_holder(&w), holder, "a busy run took the lease");
+        let r = w.run(&input, &["--lease-wait", "60"]);
+        assert!(r.stderr.contains("waiting for it"), "{}", r.stderr);
+        r
     } else {
         w.run(&input, &[])
     };

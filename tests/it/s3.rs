@@ -86,8 +86,7 @@ fn next_run_sweeps_a_crashed_upload(server: Server) {
         "{:?}",
         w.leftovers()
     );
-    w.wait_for_lease_expiry("locks/progress/day.jsonl.lock");
-    let r = w.run(&input, &[]);
+    let r = w.run(&input, &["--lease-wait", TAKEOVER_WAIT]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stderr.contains("swept leftovers"), "{}", r.stderr);
     assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());

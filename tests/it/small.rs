@@ -44,7 +44,7 @@ fn held_leases(w: &World) -> Vec<String> {
         .filter(|f| f.starts_with("progress/") && f.ends_with(".lock"))
         .filter(|f| {
             w.get(&format!("locks/{f}"))
-                .is_some_and(|b| !lease_record_is_free(&b))
+                .is_some_and(|b| !lease_record_is_released(&b))
         })
         .collect()
 }
@@ -143,9 +143,8 @@ fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server
     let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-checkpoint")]);
     assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
     assert!(!w.leftovers().is_empty(), "the staging object stays");
-    w.wait_for_lease_expiry("locks/progress/day.jsonl.lock");
     since();
-    let rerun = w.run_env(&input, &[], &via);
+    let rerun = w.run_env(&input, &["--lease-wait", TAKEOVER_WAIT], &via);
     assert_eq!(rerun.action(), "skipped", "{}", rerun.stderr);
     assert!(staging_listings(&since()) > 0, "taken over: a sweep");
     assert!(rerun.stderr.contains("swept leftovers"), "{}", rerun.stderr);

@@ -10,7 +10,6 @@ use crate::support::*;
 
 const DAY: &str = "progress-2026-03-02.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-02.jsonl";
-const LOCK: &str = "locks/progress/progress-2026-03-02.jsonl.lock";
 const QUAR: &str = "quarantine/progress/progress-2026-03-02.jsonl.rejects.jsonl";
 
 fn example(name: &str) -> Vec<u8> {
@@ -170,8 +169,8 @@ fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
             assert!(!scratch_is_empty(&dir), "{point}: no scratch to sweep");
         }
         // --sweep-age 0: the dead run's staging is swept at once.
-        w.wait_for_lease_expiry(LOCK);
-        let r = w.run_env(&arg, &["--scratch-dir", d], &spill);
+        let takeover = ["--scratch-dir", d, "--lease-wait", TAKEOVER_WAIT];
+        let r = w.run_env(&arg, &takeover, &spill);
         assert_eq!(r.code, Some(0), "{point}: {}", r.stderr);
         assert_eq!(w.get(RAW).unwrap(), expected, "{point}: bytes differ");
         assert!(

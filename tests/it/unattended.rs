@@ -349,9 +349,12 @@ fn short_lease(w: &mut World) -> Duration {
 /// held it) or 75 (busy, or the write it needed was locked). A run blocked by the
 /// frozen holder would never end: the watchdog kills it after [`HANG_GUARD`], a bound
 /// only a hang reaches, not a measure of speed.
-fn other_run_is_not_blocked(w: &World, input: &str, who: &str) -> Run {
+fn other_run_is_not_blocked(w: &World, input: &str, args: &[&str], who: &str) -> Run {
+    let lake = w.lake_arg();
+    let mut all = vec!["run", "--input", input, "--lake", &lake];
+    all.extend_from_slice(args);
     let child = w
-        .command(&["run", "--input", input, "--lake", &w.lake_arg()], &[])
+        .command(&all, &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -393,9 +396,13 @@ fn frozen_holder_never_blocks_another(kind: Kind, point: &str) {
         .expect("spawn");
     wait_stopped(&mut frozen, HANG_GUARD);
     let frozen_at = Instant::now();
-    let b = other_run_is_not_blocked(&w, &input, "a run while the holder is frozen");
-    w.wait_until_lease_runs_out(LOCK);
-    let c = other_run_is_not_blocked(&w, &input, "a run after its lease ran out");
+    let b = other_run_is_not_blocked(&w, &input, &[], "a run while the holder is frozen");
+    let c = other_run_is_not_blocked(
+        &w,
+        &input,
+        &["--lease-wait", TAKEOVER_WAIT],
+        "a run that waits to take the frozen holder's lease over",
+    );
     // The frozen run's deadline is at most one TTL after its last renewal, which was
     // before it froze: past that, its writes must not land.
     if let Some(left) = (frozen_at + ttl).checked_duration_since(Instant::now()) {
@@ -617,15 +624,25 @@ fn foreign_lease(in_secs: i64) -> Vec<u8> {
     serde_json::json!({
         "run_id": "other-run", "host": "elsewhere", "pid": 1, "boot_id": "another-machine",
         "pid_ns": "pid:[1]", "acquired_at": "2026-01-01T00:00:00Z", "expires_at": expires,
+        "ttl_ms": in_secs * 1000,
     })
     .to_string()
     .into_bytes()
 }
 
-/// With `--lease-wait`, a run that finds the lease held waits until it expires, then
-/// lands the input; without it, or past it, the run answers busy.
+/// A margin of 2 s on S3 (the attempt timeout): a held record is taken over once it
+/// stayed unchanged for its TTL plus this, by the waiting run's clock.
+fn short_margin(w: &mut World) {
+    w.env
+        .push(("LANDING_S3_ATTEMPT_TIMEOUT".into(), "2".into()));
+}
+
+/// With `--lease-wait`, a run that finds the lease held waits until the holder's
+/// record stayed unchanged for its TTL (3 s) plus the margin, then lands the input;
+/// without it, or past it, the run answers busy.
 fn a_run_waits_for_a_held_lease(kind: Kind) {
-    let w = World::new(kind, "lease-wait");
+    let mut w = World::new(kind, "lease-wait");
+    short_margin(&mut w);
     let input = w.put_input(NAME, &generated(300, 101));
     let held = foreign_lease(3);
     w.put(LOCK, &held);
@@ -699,7 +716,8 @@ fn sigterm_stops_a_lease_wait(kind: Kind) {
 
 /// An inbox run lands the free inputs first, then waits for the busy one's lease.
 fn an_inbox_lands_free_inputs_before_waiting(kind: Kind) {
-    let w = World::new(kind, "inbox-wait");
+    let mut w = World::new(kind, "inbox-wait");
+    short_margin(&mut w);
     put_inbox(&w, "a.jsonl", &generated(200, 104));
     put_inbox(&w, "b.jsonl", &generated(200, 105));
     w.put("locks/progress/a.jsonl.lock", &foreign_lease(3));

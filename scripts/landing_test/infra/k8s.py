@@ -276,12 +276,19 @@ def k8s_policy(docs) -> str:
         scratch_volume(label, pod, c, env, bench)
 
         # Deadline vs BENCHMARKS.md: attempts x peak day on S3 + backoff + one lease
-        # wait. The wait must cover one lease TTL, so that the retry after a killed
-        # attempt lands the input instead of answering busy into the backoff.
+        # wait. The wait must cover a takeover, so that the retry after a killed
+        # attempt lands the input instead of answering busy into the backoff: a run
+        # takes a dead holder's lease over once its record stayed unchanged for the
+        # TTL plus the margin (the S3 attempt timeout) of its own clock, polling at
+        # most every 5 s (docs/design.md, the lease).
         s3_peak = bench["s3_s"] / bench["s3_lines"] * bench["peak_events"]
         ttl = int(env.get("LANDING_LEASE_TTL", "180"))
+        attempt = int(env.get("LANDING_S3_ATTEMPT_TIMEOUT", "120"))
         wait = int(env.get("LANDING_LEASE_WAIT", "0"))
-        require(wait >= ttl, f"{label}: LANDING_LEASE_WAIT {wait} s must cover one LANDING_LEASE_TTL ({ttl} s)")
+        takeover = ttl + attempt + 5
+        require(wait >= takeover,
+                f"{label}: LANDING_LEASE_WAIT {wait} s must cover a takeover: LANDING_LEASE_TTL ({ttl} s) "
+                f"+ LANDING_S3_ATTEMPT_TIMEOUT ({attempt} s) + a 5 s poll = {takeover} s")
         ads = js.get("activeDeadlineSeconds")
         if label.startswith("CronJob"):
             need_s = (js["backoffLimit"] + 1) * s3_peak + 10 * (2 ** js["backoffLimit"] - 1) + wait

@@ -34,7 +34,7 @@ impl LocalStore {
                     "a process that held its write lock for more than {:.1} s (stopped or stalled mid-write)",
                     self.gate.lock_wait.as_secs_f64()
                 ),
-                expires_at: "that process resumes or exits".into(),
+                until: "that process resumes or exits".into(),
             }),
             Err(e) => Err(self.err("lock", &guard, e)),
         }

@@ -498,72 +498,36 @@ fn walk_with_folders(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8
     }
 }
 
-/// Short leases for S3 runs that a test kills: a killed holder's lease is only taken
-/// over once expired, so the test waits for that expiry (the contract's rule, not a
-/// synchronisation) and keeps it to seconds. The attempt timeout must stay below it.
-/// The deadline leaves TTL − attempt timeout = 3 s between renewals' answers, ample
-/// for a small PutObject on a loaded test server.
+/// Short leases for S3 runs that a test kills. A killed holder's lease is taken over
+/// once its record stayed unchanged for the TTL plus the margin (the attempt timeout)
+/// of the taker's own clock: 5 + 2 s here. The attempt timeout must stay below the
+/// TTL; the deadline leaves TTL − attempt timeout = 3 s between renewals' answers,
+/// ample for a small PutObject on a loaded test server.
 pub const SHORT_LEASE: [(&str, &str); 2] = [
     ("LANDING_LEASE_TTL", "5"),
     ("LANDING_S3_ATTEMPT_TIMEOUT", "2"),
 ];
 
-/// Is the lease record `bytes` free: released by its holder, or past its
-/// `expires_at`? Read from the record's documented fields (docs/design.md, the
-/// lease), never through the crate's own lease code.
-pub fn lease_record_is_free(bytes: &[u8]) -> bool {
+/// `--lease-wait` for a run that must take over the lease of a killed or frozen
+/// holder of [`SHORT_LEASE`] (or of a local lake's 3 s leases): one TTL plus the
+/// margin after its first look (7 s), polling at most every 5 s. A bound a takeover
+/// reaches long before, not a measure of speed; on a local lake a dead holder's lease
+/// is taken at once.
+pub const TAKEOVER_WAIT: &str = "30";
+
+/// Is the lease record `bytes` released by its holder? Read from the record's
+/// documented field (docs/design.md, the lease), never through the crate's own lease
+/// code. A record not released is held: whether its holder is gone is for a run to
+/// find out by watching it, not for a test to guess from a wall-clock expiry.
+pub fn lease_record_is_released(bytes: &[u8]) -> bool {
     let v: Value = serde_json::from_slice(bytes).expect("a lease record is JSON");
-    if v["released"] == true {
-        return true;
-    }
-    let fmt = time::format_description::well_known::Rfc3339;
-    let expires = v["expires_at"]
-        .as_str()
-        .and_then(|t| time::OffsetDateTime::parse(t, &fmt).ok())
-        .unwrap_or_else(|| panic!("a lease record without an RFC 3339 expires_at: {v}"));
-    expires <= time::OffsetDateTime::now_utc()
+    v["released"] == true
 }
 
 impl World {
-    /// Is the lease at `key` free: absent, released, or expired?
+    /// Is the lease at `key` free: absent or released?
     pub fn lease_is_free(&self, key: &str) -> bool {
-        self.get(key).is_none_or(|b| lease_record_is_free(&b))
-    }
-
-    /// On S3, wait until the lease at `key` is free: absent, released, or expired. (A
-    /// local lake takes a dead holder's lease over at once.)
-    pub fn wait_for_lease_expiry(&self, key: &str) {
-        if self.is_s3() {
-            self.wait_until_lease_runs_out(key);
-        }
-    }
-
-    /// On any backend, wait until the lease at `key` is absent, released or expired:
-    /// a live holder that is stopped keeps its lease until then, local or not. The
-    /// condition is read back from the store after each wait, since a renewal still in
-    /// flight from a killed holder can move the expiry; bounded by two minutes.
-    pub fn wait_until_lease_runs_out(&self, key: &str) {
-        let bound = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        let fmt = time::format_description::well_known::Rfc3339;
-        loop {
-            let Some(bytes) = self.get(key) else { return };
-            let v: Value = serde_json::from_slice(&bytes).expect("a lease record");
-            if v["released"] == true {
-                return;
-            }
-            let expires = time::OffsetDateTime::parse(v["expires_at"].as_str().unwrap(), &fmt)
-                .expect("expires_at");
-            let left = expires - time::OffsetDateTime::now_utc();
-            if !left.is_positive() {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < bound,
-                "the lease at {key} is still held after two minutes: {v}"
-            );
-            // Sleep until the expiry the store shows, then read it again.
-            std::thread::sleep(left.unsigned_abs() + std::time::Duration::from_millis(20));
-        }
+        self.get(key).is_none_or(|b| lease_record_is_released(&b))
     }
 }
 

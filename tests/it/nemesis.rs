@@ -1,0 +1,672 @@
+//! Nemesis: the run contract under combined faults for minutes at a time.
+//!
+//! A soak per backend. Three workers start runs one after another over an inbox of
+//! `INPUTS` inputs: whole-inbox runs, shard runs (`--shard i/3`) and single-input
+//! runs, each with or without a lease wait, 30% of them with a wall clock an hour
+//! ahead or behind (libfaketime), and on S3 half of them through a fault proxy. A
+//! producer rewrites a random input with new content every 1 to 4 s. A nemesis, every
+//! 0.5 to 2 s, does one of: SIGKILL a run; SIGSTOP one for longer than a TTL plus the
+//! margin, then SIGCONT it; and on S3, one store fault on the next matching request
+//! through the proxy (a 1.5 s delay, a body cut mid-way, 500, 503, an answer lost
+//! after the server applied the request) or a 2 s outage in which every connection is
+//! reset (the server unreachable, as while it restarts). A reader polls every
+//! published object throughout: each one it reads must be the reference model's
+//! output for some version of its input, whole.
+//!
+//! Then everything stops (frozen runs are resumed and every run is waited for), two
+//! quiet inbox runs land what is left, and the checker asks: each input's raw object
+//! is the model's output of its latest content and its checkpoint names that content;
+//! every lease is released; no staging object or multipart upload is left; every run
+//! that said what it did (a summary line, any action but busy) left its run record,
+//! unless it said the record's write failed. Runs exit 0, 75, by the nemesis's SIGKILL,
+//! or 1 only where a store fault can explain it (through the proxy, or an input
+//! rewritten under a read); anything else is an anomaly.
+//!
+//! `LANDING_NEMESIS_MINUTES` sets the soak's length (default 3), `LANDING_TEST_SEED`
+//! its seed (printed; it replays the same choices, not the same timing).
+//! `scripts/nemesis` runs it alone. Each soak prints its operations, faults by kind,
+//! reads and anomalies.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::proxy::{Fault, Match, Op, Proxy, Rule, RuleId};
+use crate::support::*;
+
+/// Inputs in the inbox, and lines in each version of one.
+const INPUTS: usize = 12;
+const LINES: u64 = 20_000;
+/// Runs started at once.
+const WORKERS: usize = 3;
+/// Shards of a shard run.
+const SHARDS: usize = 3;
+/// A run alive longer than this is hung: killed, and an anomaly.
+const HUNG: Duration = Duration::from_secs(300);
+/// Debian's libfaketime (package `faketime`, which scripts/test installs).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+fn name(i: usize) -> String {
+    format!("n{i:02}.jsonl")
+}
+
+/// A seeded generator (splitmix64): the soak's choices replay from its seed.
+struct Rng(AtomicU64);
+
+impl Rng {
+    fn next(&self) -> u64 {
+        let mut z = self
+            .0
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn millis(&self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo))
+    }
+}
+
+/// One version of an input: the stored bytes' hash and the model's publish of them.
+struct Version {
+    sha: String,
+    output: Vec<u8>,
+}
+
+/// A run in flight, for the nemesis to pick.
+struct Live {
+    started: Instant,
+    frozen_until: Option<Instant>,
+}
+
+/// What a finished run said and how it ended.
+struct Ended {
+    op: String,
+    via_proxy: bool,
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+#[derive(Default)]
+struct Tally {
+    ops: BTreeMap<String, u64>,
+    exits: BTreeMap<String, u64>,
+    faults: BTreeMap<String, u64>,
+    reads: u64,
+    anomalies: Vec<String>,
+}
+
+struct Soak<'w> {
+    w: &'w World,
+    rng: Rng,
+    versions: Mutex<Vec<Vec<Version>>>,
+    live: Mutex<BTreeMap<u32, Live>>,
+    tally: Mutex<Tally>,
+    ended: Mutex<Vec<Ended>>,
+    stop: AtomicBool,
+    proxy: Option<Proxy>,
+    outage: Arc<AtomicBool>,
+    ttl_and_margin: Duration,
+}
+
+impl Soak<'_> {
+    fn count(&self, map: fn(&mut Tally) -> &mut BTreeMap<String, u64>, key: &str) {
+        let mut t = self.tally.lock().unwrap();
+        *map(&mut t).entry(key.to_owned()).or_default() += 1;
+    }
+
+    fn anomaly(&self, what: String) {
+        eprintln!("nemesis anomaly: {what}");
+        self.tally.lock().unwrap().anomalies.push(what);
+    }
+
+    /// Store a new version of input `i`: recorded before it is visible, so the reader
+    /// never meets a publish of a version it does not know.
+    fn put_version(&self, i: usize, seed: u64) {
+        let content = generated(LINES, seed);
+        let v = Version {
+            sha: sha256(&content),
+            output: expected_publish(&content),
+        };
+        let mut versions = self.versions.lock().unwrap();
+        versions[i].push(v);
+        put_atomically(self.w, &name(i), &content);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// An inbox file replaced whole: S3's PutObject is atomic; on a local inbox a temp
+/// file renamed over the name, as a producer that closes its files does.
+fn put_atomically(w: &World, name: &str, bytes: &[u8]) {
+    if w.is_s3() {
+        w.put_input(name, bytes);
+        return;
+    }
+    let dir = w.tmp.path().join("inbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = dir.join(format!(".{name}.part"));
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+fn inbox(w: &World) -> String {
+    match w.s3_parts() {
+        None => w.tmp.path().join("inbox").display().to_string(),
+        Some((_, _, bucket)) => format!("s3://{bucket}/inbox/"),
+    }
+}
+
+/// A worker: runs until the soak stops, one run at a time.
+fn worker(s: &Soak) {
+    while !s.stopping() {
+        let (op, mut args) = match s.rng.below(100) {
+            0..40 => ("inbox".to_owned(), vec!["--inbox".to_owned(), inbox(s.w)]),
+            40..65 => {
+                let i = s.rng.below(SHARDS as u64);
+                let shard = format!("{i}/{SHARDS}");
+                (
+                    "shard".to_owned(),
+                    vec!["--inbox".into(), inbox(s.w), "--shard".into(), shard],
+                )
+            }
+            _ => {
+                let i = s.rng.below(INPUTS as u64) as usize;
+                let input = match s.w.s3_parts() {
+                    None => {
+                        s.w.tmp
+                            .path()
+                            .join("inbox")
+                            .join(name(i))
+                            .display()
+                            .to_string()
+                    }
+                    Some((_, _, bucket)) => format!("s3://{bucket}/inbox/{}", name(i)),
+                };
+                ("single".to_owned(), vec!["--input".into(), input])
+            }
+        };
+        args.extend(["--lake".into(), s.w.lake_arg()]);
+        if s.rng.chance(50) {
+            args.extend(["--lease-wait".into(), TAKEOVER_WAIT.into()]);
+        }
+        let mut env: Vec<(String, String)> = vec![("LANDING_LOG_LEVEL".into(), "warn".into())];
+        let mut label = op.clone();
+        if s.rng.chance(30) {
+            let offset = if s.rng.chance(50) { "+1h" } else { "-1h" };
+            env.extend([
+                ("LD_PRELOAD".into(), LIBFAKETIME.into()),
+                ("FAKETIME".into(), offset.into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ]);
+            label.push_str(&format!(" clock{offset}"));
+        }
+        let via_proxy = s.proxy.is_some() && s.rng.chance(50);
+        if let (true, Some(p)) = (via_proxy, &s.proxy) {
+            env.push(("AWS_ENDPOINT_URL".into(), p.url()));
+            label.push_str(" via-proxy");
+        }
+        s.count(|t| &mut t.ops, &label);
+        run_one(s, &op, &args, &env, via_proxy);
+    }
+}
+
+/// Start one run, let the nemesis see it, and collect how it ended.
+fn run_one(s: &Soak, op: &str, args: &[String], env: &[(String, String)], via_proxy: bool) {
+    let mut all: Vec<&str> = vec!["run"];
+    all.extend(args.iter().map(String::as_str));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut child =
+        s.w.command(&all, &env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn landing");
+    let pid = child.id();
+    let out = drain(child.stdout.take().expect("stdout"));
+    let err = drain(child.stderr.take().expect("stderr"));
+    s.live.lock().unwrap().insert(
+        pid,
+        Live {
+            started: Instant::now(),
+            frozen_until: None,
+        },
+    );
+    wait_exited(pid);
+    // Exited, not yet reaped: the nemesis, which signals only pids in `live` while it
+    // holds the lock, can no longer reach a pid that another process reuses.
+    s.live.lock().unwrap().remove(&pid);
+    let status = child.wait().expect("reap the run");
+    s.ended.lock().unwrap().push(Ended {
+        op: op.to_owned(),
+        via_proxy,
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    });
+}
+
+fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// Block until child `pid` has exited, leaving it unreaped (`waitid` with `WNOWAIT`);
+/// a stop (SIGSTOP) does not end the wait.
+fn wait_exited(pid: u32) {
+    loop {
+        // SAFETY: waitid on our own child, into a zeroed siginfo_t we own.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "waitid: {e}");
+    }
+}
+
+fn signal_pid(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child of this test that is in `live`, so not yet reaped.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// The nemesis: one fault every 0.5 to 2 s until the soak stops; it resumes frozen
+/// runs when their time is up, and kills hung ones.
+fn nemesis(s: &Soak, rules: &[(String, Rule)]) -> Vec<(String, RuleId)> {
+    let mut armed = Vec::new();
+    while !s.stopping() {
+        std::thread::sleep(s.rng.millis(500, 2000));
+        thaw_and_watch(s, false);
+        let pick = s.rng.below(if s.proxy.is_some() { 100 } else { 60 });
+        match pick {
+            0..30 => {
+                if let Some(pid) = pick_live(s) {
+                    signal_pid(pid, libc::SIGKILL);
+                    s.count(|t| &mut t.faults, "SIGKILL");
+                }
+            }
+            30..60 => {
+                let mut live = s.live.lock().unwrap();
+                let ready: Vec<u32> = live
+                    .iter()
+                    .filter(|(_, l)| l.frozen_until.is_none())
+                    .map(|(p, _)| *p)
+                    .collect();
+                if let Some(&pid) = ready.get(s.rng.below(ready.len() as u64) as usize) {
+                    signal_pid(pid, libc::SIGSTOP);
+                    let frozen = s.ttl_and_margin + s.rng.millis(1000, 3000);
+                    live.get_mut(&pid).unwrap().frozen_until = Some(Instant::now() + frozen);
+                    drop(live);
+                    s.count(|t| &mut t.faults, "SIGSTOP longer than a TTL");
+                }
+            }
+            60..90 => {
+                let Some(proxy) = &s.proxy else { continue };
+                let (kind, rule) = &rules[s.rng.below(rules.len() as u64) as usize];
+                armed.push((kind.clone(), proxy.arm(rule.clone())));
+            }
+            _ => {
+                s.outage.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_secs(2));
+                s.outage.store(false, Ordering::SeqCst);
+                s.count(|t| &mut t.faults, "store unreachable for 2 s");
+            }
+        }
+    }
+    armed
+}
+
+fn pick_live(s: &Soak) -> Option<u32> {
+    let live = s.live.lock().unwrap();
+    let pids: Vec<u32> = live.keys().copied().collect();
+    pids.get(s.rng.below(pids.len() as u64) as usize).copied()
+}
+
+/// Resume frozen runs whose time is up (all of them with `all`); kill hung ones.
+fn thaw_and_watch(s: &Soak, all: bool) {
+    let now = Instant::now();
+    let mut live = s.live.lock().unwrap();
+    for (pid, l) in live.iter_mut() {
+        if l.frozen_until.is_some_and(|t| all || t <= now) {
+            signal_pid(*pid, libc::SIGCONT);
+            l.frozen_until = None;
+        }
+        if now.duration_since(l.started) > HUNG {
+            signal_pid(*pid, libc::SIGKILL);
+            // Reported once: the kill ends it.
+            l.started = now;
+            s.tally
+                .lock()
+                .unwrap()
+                .anomalies
+                .push(format!("run {pid} was still running after {HUNG:?}: hung"));
+        }
+    }
+}
+
+/// The producer: a new version of a random input every 1 to 4 s.
+fn producer(s: &Soak, seed: u64) {
+    let mut n = 0u64;
+    while !s.stopping() {
+        std::thread::sleep(s.rng.millis(1000, 4000));
+        let i = s.rng.below(INPUTS as u64) as usize;
+        n += 1;
+        s.put_version(i, seed ^ (n << 20) ^ i as u64);
+        s.count(|t| &mut t.faults, "input rewritten");
+    }
+}
+
+/// The reader: every published object, over and over; each must be the model's
+/// output of some version of its input.
+fn reader(s: &Soak) {
+    while !s.stopping() {
+        for i in 0..INPUTS {
+            let key = format!("raw/progress/{}", name(i));
+            let Some(bytes) = s.w.get(&key) else { continue };
+            s.tally.lock().unwrap().reads += 1;
+            let versions = s.versions.lock().unwrap();
+            if !versions[i].iter().any(|v| v.output == bytes) {
+                drop(versions);
+                s.anomaly(format!(
+                    "{key}: {} bytes that are no version's publish (versions: {})",
+                    bytes.len(),
+                    s.versions.lock().unwrap()[i].len()
+                ));
+            }
+        }
+    }
+}
+
+/// The store faults the nemesis arms, one at a time, on the next matching request.
+fn fault_rules() -> Vec<(String, Rule)> {
+    vec![
+        (
+            "delay 1.5 s".into(),
+            Rule::new(Match::default(), Fault::Delay { ms: 1500 }),
+        ),
+        (
+            "body cut mid-way (GET)".into(),
+            Rule::new(Match::op(Op::GetObject), Fault::CutBody { after: 4096 }),
+        ),
+        (
+            "500 InternalError".into(),
+            Rule::new(Match::default(), Fault::InternalError),
+        ),
+        (
+            "503 SlowDown".into(),
+            Rule::new(Match::default(), Fault::SlowDown),
+        ),
+        (
+            "answer lost after a PUT applied".into(),
+            Rule::new(Match::op(Op::PutObject), Fault::ResetAfterForward),
+        ),
+        (
+            "answer lost after a copy applied".into(),
+            Rule::new(Match::op(Op::CopyObject), Fault::ResetAfterForward),
+        ),
+    ]
+}
+
+/// Judge every run that ended: its exit and, when it said what it did, its records.
+fn judge_runs(s: &Soak) {
+    let ended = std::mem::take(&mut *s.ended.lock().unwrap());
+    for e in &ended {
+        let exit = match (e.status.code(), e.status.signal()) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => "unknown".into(),
+        };
+        s.count(|t| &mut t.exits, &exit);
+        let last = e
+            .stderr
+            .lines()
+            .rev()
+            .find(|l| l.contains("error"))
+            .unwrap_or("")
+            .to_owned();
+        match (e.status.code(), e.status.signal()) {
+            (Some(0 | 75), _) | (None, Some(libc::SIGKILL)) => {}
+            (Some(1), _) if e.via_proxy => {}
+            (Some(1), _) if last.contains("changed") => {}
+            _ => s.anomaly(format!("{} run ended {exit}: {last}", e.op)),
+        }
+        run_records_present(s, e);
+    }
+}
+
+/// Each summary line of a run (any action but busy) names a run record in the lake,
+/// unless the run said that write failed.
+fn run_records_present(s: &Soak, e: &Ended) {
+    let record_failed = e.stderr.contains("could not write the run record");
+    for line in e.stdout.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(run_id), Some(action), Some(input)) = (
+            v["run_id"].as_str(),
+            v["action"].as_str(),
+            v["input"].as_str(),
+        ) else {
+            continue;
+        };
+        if action == "busy" || record_failed {
+            continue;
+        }
+        let file = input.rsplit('/').next().unwrap_or(input);
+        let key = format!("runs/progress/{file}/{run_id}.json");
+        if s.w.get(&key).is_none() {
+            s.anomaly(format!(
+                "{} run {run_id} ({action}) left no run record {key}",
+                e.op
+            ));
+        }
+    }
+}
+
+/// The quiet end: two inbox runs with no fault, then the lake against the model.
+fn check_quiet_end(s: &Soak) {
+    let lake = s.w.lake_arg();
+    let inbox = inbox(s.w);
+    for pass in ["first", "second"] {
+        let r = s.w.landing(
+            &[
+                "run",
+                "--inbox",
+                &inbox,
+                "--lake",
+                &lake,
+                "--lease-wait",
+                TAKEOVER_WAIT,
+            ],
+            &[],
+        );
+        if r.code != Some(0) {
+            s.anomaly(format!(
+                "the {pass} quiet run exited {:?}: {}",
+                r.code, r.stderr
+            ));
+        }
+    }
+    let versions = s.versions.lock().unwrap();
+    for (i, v) in versions.iter().enumerate() {
+        let latest = v.last().expect("a version");
+        let n = name(i);
+        if s.w.get(&format!("raw/progress/{n}")).as_deref() != Some(latest.output.as_slice()) {
+            s.anomaly(format!(
+                "{n}: the raw object is not the model's publish of its latest content"
+            ));
+        }
+        let ckpt = checkpoint_sha(s.w, &format!("checkpoints/progress/{n}.json"));
+        if ckpt.as_deref() != Some(latest.sha.as_str()) {
+            s.anomaly(format!(
+                "{n}: the checkpoint names {ckpt:?}, not its latest content"
+            ));
+        }
+        if !s.w.lease_is_free(&format!("locks/progress/{n}.lock")) {
+            s.anomaly(format!("{n}: its lease is still held after the quiet runs"));
+        }
+    }
+    drop(versions);
+    let leftovers = s.w.leftovers();
+    if !leftovers.is_empty() {
+        s.anomaly(format!(
+            "left in staging after the quiet runs: {leftovers:?}"
+        ));
+    }
+}
+
+fn soak(kind: Kind) {
+    let minutes: f64 = std::env::var("LANDING_NEMESIS_MINUTES")
+        .ok()
+        .map(|m| {
+            m.parse()
+                .expect("LANDING_NEMESIS_MINUTES: a number of minutes")
+        })
+        .unwrap_or(3.0);
+    let seed = std::env::var("LANDING_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: install Debian's faketime (scripts/test does)"
+    );
+    let mut w = World::new(kind, "nemesis");
+    w.env
+        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    // TTL 5 s plus the margin: the attempt timeout (2 s) on S3, a tenth of the TTL on
+    // a local lake.
+    let ttl_and_margin = Duration::from_secs(if w.is_s3() { 7 } else { 6 });
+    let outage = Arc::new(AtomicBool::new(false));
+    let proxy = w.server().map(|server| {
+        let p = Proxy::start(&server.endpoint());
+        let down = outage.clone();
+        p.arm(
+            Rule::new(
+                Match::default().when(move |_| down.load(Ordering::SeqCst)),
+                Fault::Reset,
+            )
+            .always(),
+        );
+        p
+    });
+    let s = Soak {
+        w: &w,
+        rng: Rng(AtomicU64::new(seed)),
+        versions: Mutex::new((0..INPUTS).map(|_| Vec::new()).collect()),
+        live: Mutex::new(BTreeMap::new()),
+        tally: Mutex::new(Tally::default()),
+        ended: Mutex::new(Vec::new()),
+        stop: AtomicBool::new(false),
+        proxy,
+        outage,
+        ttl_and_margin,
+    };
+    for i in 0..INPUTS {
+        s.put_version(i, seed ^ i as u64);
+    }
+    let rules = fault_rules();
+    let started = Instant::now();
+    let armed = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS).map(|_| scope.spawn(|| worker(&s))).collect();
+        let producer = scope.spawn(|| producer(&s, seed));
+        let reader = scope.spawn(|| reader(&s));
+        let nemesis = scope.spawn(|| nemesis(&s, &rules));
+        std::thread::sleep(Duration::from_secs_f64(minutes * 60.0));
+        s.stop.store(true, Ordering::SeqCst);
+        let armed = nemesis.join().expect("the nemesis");
+        producer.join().expect("the producer");
+        // Frozen runs go on, so that every worker's last run ends.
+        while workers.iter().any(|w| !w.is_finished()) {
+            thaw_and_watch(&s, true);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for w in workers {
+            w.join().expect("a worker");
+        }
+        reader.join().expect("the reader");
+        armed
+    });
+    let soaked = started.elapsed();
+    s.outage.store(false, Ordering::SeqCst);
+    if let Some(proxy) = &s.proxy {
+        for (kind, id) in &armed {
+            let n = proxy.fired(*id) as u64;
+            if n > 0 {
+                *s.tally
+                    .lock()
+                    .unwrap()
+                    .faults
+                    .entry(kind.clone())
+                    .or_default() += n;
+            }
+        }
+        proxy.wait_idle(Duration::from_secs(120));
+    }
+    judge_runs(&s);
+    check_quiet_end(&s);
+    let t = s.tally.lock().unwrap();
+    let list = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let versions: usize = s.versions.lock().unwrap().iter().map(Vec::len).sum();
+    eprintln!(
+        "nemesis {kind:?}: {:.1} min, seed {seed}; runs: {} ({}); exits: {}; faults: {}; \
+         {versions} input versions; {} reads of raw/; {} anomalies",
+        soaked.as_secs_f64() / 60.0,
+        t.ops.values().sum::<u64>(),
+        list(&t.ops),
+        list(&t.exits),
+        list(&t.faults),
+        t.reads,
+        t.anomalies.len()
+    );
+    assert!(
+        t.anomalies.is_empty(),
+        "nemesis {kind:?} seed {seed}: {} anomalies:\n{}",
+        t.anomalies.len(),
+        t.anomalies.join("\n")
+    );
+    assert!(
+        t.exits.get("signal 9").copied().unwrap_or(0) > 0 && t.reads > 0,
+        "nemesis {kind:?} seed {seed}: the soak killed nothing or read nothing"
+    );
+}
+
+matrix! {
+    soak: [local, seaweed, moto, localstack];
+}

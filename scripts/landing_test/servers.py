@@ -318,7 +318,16 @@ class Seaweed(Server):
         # go to stderr only (by default glog also writes weed.* files into $TMPDIR).
         env = clean_env(drop=("S3_BUCKET", "S3_TABLE_BUCKET", "S3_EXTERNAL_URL"))
         env["TMPDIR"] = tmp
+        self.argv, self.env = argv, env
         self.spawn(argv, env, self.run_dir)
+
+    def restart(self, timeout):
+        """Stop the server (SIGTERM, as a rolling restart does) and start it again on
+        the same ports and data: what a client sees of a store that restarts."""
+        self.stop(20)
+        self.spawn(self.argv, self.env, self.run_dir)
+        if self.wait_ready(timeout) != "ready":
+            self.fail("its ports were taken while it restarted")
 
     def remove_sockets(self):
         remove_seaweed_sockets(self.ports)
@@ -485,7 +494,18 @@ class Runner:
             "LANDING_TEST_LOCALSTACK_SECRET_KEY": LOCALSTACK_KEY,
             "LANDING_TEST_DUCKDB_PYTHON": self.venvs.duckdb.python,
             "LANDING_TEST_JSONSCHEMA_PYTHON": self.venvs.jsonschema.python,
+            "LANDING_TEST_SERVERS_PID": str(os.getpid()),
         }
+
+    def restart_seaweed(self, timeout):
+        """SIGUSR1: restart SeaweedFS in place (the nemesis's store restart). Further
+        SIGUSR1s are ignored until it answers again."""
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        t0 = time.monotonic()
+        seaweed = next(s for s in self.servers if isinstance(s, Seaweed))
+        seaweed.restart(timeout)
+        log("SeaweedFS restarted (SIGUSR1) in %.1f s" % (time.monotonic() - t0))
+        signal.signal(signal.SIGUSR1, lambda *_: self.restart_seaweed(timeout))
 
     # -- the command
 
@@ -619,6 +639,7 @@ def main(argv, doc=None):
         runner.make_run_dir()
         servers = runner.start_servers(int(timeout))
         log("servers installed and started in %.0f s" % (time.monotonic() - t0))
+        signal.signal(signal.SIGUSR1, lambda *_: runner.restart_seaweed(int(timeout)))
         rc = runner.run_command(argv, runner.exports(*servers))
     except Interrupted as e:
         log("got SIG%s, stopping" % SIGNAL_NAMES[e.signum])
@@ -628,7 +649,7 @@ def main(argv, doc=None):
         log("ERROR: %s" % e)
         rc = 1
     finally:
-        for s in SIGNAL_NAMES:
+        for s in list(SIGNAL_NAMES) + [signal.SIGUSR1]:
             signal.signal(s, signal.SIG_IGN)
         runner.cleanup()
     return rc

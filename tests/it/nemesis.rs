@@ -8,8 +8,12 @@
 //! 0.5 to 2 s, does one of: SIGKILL a run; SIGSTOP one for longer than a TTL plus the
 //! margin, then SIGCONT it; and on S3, one store fault on the next matching request
 //! through the proxy (a 1.5 s delay, a body cut mid-way, 500, 503, an answer lost
-//! after the server applied the request) or a 2 s outage in which every connection is
-//! reset (the server unreachable, as while it restarts). A reader polls every
+//! after the server applied the request), a 2 s outage in which every connection
+//! through the proxy is reset, or (SeaweedFS, at most every 30 s) a restart of the
+//! server itself: SIGUSR1 to `scripts/test-servers`, which stops it with SIGTERM and
+//! starts it again on the same ports and data. moto and LocalStack keep their data in
+//! memory, so a restart would lose the lake: there only the outage stands for one. A
+//! reader polls every
 //! published object throughout: each one it reads must be the reference model's
 //! output for some version of its input, whole.
 //!
@@ -19,8 +23,9 @@
 //! every lease is released; no staging object or multipart upload is left; every run
 //! that said what it did (a summary line, any action but busy) left its run record,
 //! unless it said the record's write failed. Runs exit 0, 75, by the nemesis's SIGKILL,
-//! or 1 only where a store fault can explain it (through the proxy, or an input
-//! rewritten under a read); anything else is an anomaly.
+//! or 1 only where a store fault can explain it (through the proxy, during a restart,
+//! or an input rewritten under a read); anything else is an anomaly. The reader's and
+//! the producer's own requests may fail only while the server restarts.
 //!
 //! `LANDING_NEMESIS_MINUTES` sets the soak's length (default 3), `LANDING_TEST_SEED`
 //! its seed (printed; it replays the same choices, not the same timing).
@@ -94,6 +99,8 @@ struct Live {
 struct Ended {
     op: String,
     via_proxy: bool,
+    started: Instant,
+    ended: Instant,
     status: std::process::ExitStatus,
     stdout: String,
     stderr: String,
@@ -119,6 +126,10 @@ struct Soak<'w> {
     proxy: Option<Proxy>,
     outage: Arc<AtomicBool>,
     ttl_and_margin: Duration,
+    /// `scripts/test-servers`' pid, to restart SeaweedFS (`None` elsewhere).
+    restarter: Option<u32>,
+    /// Each server restart: from the signal until the server answered again.
+    restarts: Mutex<Vec<(Instant, Instant)>>,
 }
 
 impl Soak<'_> {
@@ -142,26 +153,60 @@ impl Soak<'_> {
         };
         let mut versions = self.versions.lock().unwrap();
         versions[i].push(v);
-        put_atomically(self.w, &name(i), &content);
+        // Until it lands: the store may be restarting (bounded, so a store that never
+        // comes back fails the soak).
+        let until = Instant::now() + Duration::from_secs(120);
+        while let Err(e) = put_atomically(self.w, &name(i), &content) {
+            assert!(
+                Instant::now() < until,
+                "putting {} for two minutes: {e}",
+                name(i)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
+
+    /// Did a server restart overlap `from..=to` (widened by the SDK's retries)?
+    fn restarting(&self, from: Instant, to: Instant) -> bool {
+        let slack = Duration::from_secs(10);
+        self.restarts
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(a, b)| *a <= to && from <= *b + slack)
+    }
+
+    /// Is a restart under way now (signalled, not yet answering)?
+    fn restart_in_progress(&self) -> bool {
+        let now = Instant::now();
+        self.restarting(now, now)
+    }
 }
 
 /// An inbox file replaced whole: S3's PutObject is atomic; on a local inbox a temp
 /// file renamed over the name, as a producer that closes its files does.
-fn put_atomically(w: &World, name: &str, bytes: &[u8]) {
-    if w.is_s3() {
-        w.put_input(name, bytes);
-        return;
+fn put_atomically(w: &World, name: &str, bytes: &[u8]) -> Result<(), String> {
+    if let Some((rt, client, bucket)) = w.s3_parts() {
+        let body = aws_sdk_s3::primitives::ByteStream::from(bytes.to_vec());
+        let put = client
+            .put_object()
+            .bucket(bucket)
+            .key(format!("inbox/{name}"));
+        return rt
+            .block_on(put.body(body).send())
+            .map(drop)
+            .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(&e).to_string());
     }
     let dir = w.tmp.path().join("inbox");
     std::fs::create_dir_all(&dir).unwrap();
     let tmp = dir.join(format!(".{name}.part"));
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, dir.join(name)).unwrap();
+    Ok(())
 }
 
 fn inbox(w: &World) -> String {
@@ -240,10 +285,11 @@ fn run_one(s: &Soak, op: &str, args: &[String], env: &[(String, String)], via_pr
     let pid = child.id();
     let out = drain(child.stdout.take().expect("stdout"));
     let err = drain(child.stderr.take().expect("stderr"));
+    let started = Instant::now();
     s.live.lock().unwrap().insert(
         pid,
         Live {
-            started: Instant::now(),
+            started,
             frozen_until: None,
         },
     );
@@ -255,6 +301,8 @@ fn run_one(s: &Soak, op: &str, args: &[String], env: &[(String, String)], via_pr
     s.ended.lock().unwrap().push(Ended {
         op: op.to_owned(),
         via_proxy,
+        started,
+        ended: Instant::now(),
         status,
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
@@ -331,6 +379,7 @@ fn nemesis(s: &Soak, rules: &[(String, Rule)]) -> Vec<(String, RuleId)> {
                 let (kind, rule) = &rules[s.rng.below(rules.len() as u64) as usize];
                 armed.push((kind.clone(), proxy.arm(rule.clone())));
             }
+            _ if s.rng.chance(50) && restart_server(s) => {}
             _ => {
                 s.outage.store(true, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_secs(2));
@@ -340,6 +389,36 @@ fn nemesis(s: &Soak, rules: &[(String, Rule)]) -> Vec<(String, RuleId)> {
         }
     }
     armed
+}
+
+/// Restart SeaweedFS (at most every 30 s) and wait until it answers again; false
+/// where there is nothing to restart, or too soon after the last one.
+fn restart_server(s: &Soak) -> bool {
+    let Some(pid) = s.restarter else { return false };
+    let last = s.restarts.lock().unwrap().last().map(|(_, b)| *b);
+    if last.is_some_and(|b| b.elapsed() < Duration::from_secs(30)) {
+        return false;
+    }
+    let from = Instant::now();
+    // The window is open until the server answers; recorded first, so the reader
+    // already knows why its reads fail.
+    s.restarts
+        .lock()
+        .unwrap()
+        .push((from, from + Duration::from_secs(3600)));
+    signal_pid(pid, libc::SIGUSR1);
+    let until = from + Duration::from_secs(180);
+    // A probe of a key that is never written: only the server's answer matters.
+    while s.w.try_get("nemesis-probe").is_err() || from.elapsed() < Duration::from_secs(1) {
+        assert!(
+            Instant::now() < until,
+            "SeaweedFS did not answer 3 minutes after a restart"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    s.restarts.lock().unwrap().last_mut().unwrap().1 = Instant::now();
+    s.count(|t| &mut t.faults, "SeaweedFS restarted");
+    true
 }
 
 fn pick_live(s: &Soak) -> Option<u32> {
@@ -388,7 +467,19 @@ fn reader(s: &Soak) {
     while !s.stopping() {
         for i in 0..INPUTS {
             let key = format!("raw/progress/{}", name(i));
-            let Some(bytes) = s.w.get(&key) else { continue };
+            let read = s.w.try_get(&key);
+            let bytes = match read {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(_) if s.restart_in_progress() => {
+                    s.count(|t| &mut t.faults, "reader refused during a restart");
+                    continue;
+                }
+                Err(e) => {
+                    s.anomaly(format!("the reader could not read {key}: {e}"));
+                    continue;
+                }
+            };
             s.tally.lock().unwrap().reads += 1;
             let versions = s.versions.lock().unwrap();
             if !versions[i].iter().any(|v| v.output == bytes) {
@@ -452,7 +543,7 @@ fn judge_runs(s: &Soak) {
             .to_owned();
         match (e.status.code(), e.status.signal()) {
             (Some(0 | 75), _) | (None, Some(libc::SIGKILL)) => {}
-            (Some(1), _) if e.via_proxy => {}
+            (Some(1), _) if e.via_proxy || s.restarting(e.started, e.ended) => {}
             (Some(1), _) if last.contains("changed") => {}
             _ => s.anomaly(format!("{} run ended {exit}: {last}", e.op)),
         }
@@ -592,6 +683,12 @@ fn soak(kind: Kind) {
         proxy,
         outage,
         ttl_and_margin,
+        restarter: matches!(kind, Kind::S3(Server::Seaweed)).then(|| {
+            let pid = std::env::var("LANDING_TEST_SERVERS_PID")
+                .expect("LANDING_TEST_SERVERS_PID: scripts/test-servers exports it");
+            pid.parse().expect("a pid")
+        }),
+        restarts: Mutex::new(Vec::new()),
     };
     for i in 0..INPUTS {
         s.put_version(i, seed ^ i as u64);

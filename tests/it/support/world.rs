@@ -200,11 +200,18 @@ impl World {
     /// does not exist. Any other failure (a server error, an unreadable file) fails the
     /// test: "absent" must never be concluded from an error.
     pub fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.try_get(key).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`World::get`] for a caller that expects the store to fail at times (the
+    /// nemesis restarts it): `Err` names the failure, and only a missing object is
+    /// `Ok(None)`.
+    pub fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
         match &self.s3 {
             None => match std::fs::read(self.lake_dir().join(key)) {
-                Ok(bytes) => Some(bytes),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => panic!("reading {key} from the local lake: {e}"),
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("reading {key} from the local lake: {e}")),
             },
             Some(s) => s.rt.block_on(read_object(
                 &s.client,
@@ -409,7 +416,8 @@ impl World {
                 for o in page.expect("list").contents() {
                     let key = o.key().unwrap_or_default();
                     let rel = key.strip_prefix(prefix).unwrap_or(key);
-                    let Some(body) = read_object(&s.client, &s.bucket, key).await else {
+                    let read = read_object(&s.client, &s.bucket, key).await;
+                    let Some(body) = read.unwrap_or_else(|e| panic!("{e}")) else {
                         continue; // deleted since the listing
                     };
                     let marker = format!("{:?} {:?}", o.e_tag(), o.last_modified());
@@ -535,25 +543,25 @@ impl World {
 /// test. A body that breaks after the response head (seen on LocalStack with a lease
 /// that a killed run's last request was still overwriting) is read again, at most
 /// three times, as the job's own small reads are.
-async fn read_object(client: &Client, bucket: &str, key: &str) -> Option<Vec<u8>> {
+async fn read_object(client: &Client, bucket: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
     let mut attempt = 1;
     loop {
         let sent = client.get_object().bucket(bucket).key(key).send().await;
         let r = match sent {
             Ok(r) => r,
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_no_such_key()) => return None,
-            Err(e) => panic!(
-                "GetObject {key}: {}",
-                aws_sdk_s3::error::DisplayErrorContext(&e)
-            ),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_no_such_key()) => return Ok(None),
+            Err(e) => {
+                let e = aws_sdk_s3::error::DisplayErrorContext(&e);
+                return Err(format!("GetObject {key}: {e}"));
+            }
         };
         match r.body.collect().await {
-            Ok(body) => return Some(body.into_bytes().to_vec()),
+            Ok(body) => return Ok(Some(body.into_bytes().to_vec())),
             Err(e) if attempt < 3 => {
                 eprintln!("reading the body of {key} failed ({e:?}); reading it again");
                 attempt += 1;
             }
-            Err(e) => panic!("reading the body of {key}: {e:?}"),
+            Err(e) => return Err(format!("reading the body of {key}: {e:?}")),
         }
     }
 }

@@ -226,6 +226,7 @@ mod tests {
         assert_eq!(parse_size("1GB").unwrap(), 1_000_000_000);
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert_eq!(parse_size(" 64 KiB ").unwrap(), 64 << 10);
+        assert_eq!(parse_size("1TiB").unwrap(), 1_099_511_627_776);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("5 parsecs").is_err());
     }
@@ -235,6 +236,12 @@ mod tests {
         assert_eq!(parse_cgroup_limit("3758096384\n"), Some(3758096384));
         assert_eq!(parse_cgroup_limit("max\n"), None);
         assert_eq!(parse_cgroup_limit("9223372036854771712"), None);
+        // 2^60 bytes and above read as no limit; just below is a limit.
+        assert_eq!(parse_cgroup_limit("1152921504606846976"), None);
+        assert_eq!(
+            parse_cgroup_limit("1152921504606846975"),
+            Some(1_152_921_504_606_846_975)
+        );
     }
 
     #[test]
@@ -258,7 +265,16 @@ mod tests {
         let m = Memory::from_flag(100 << 20, 4);
         let e = m.check(0).unwrap_err();
         assert!(e.contains("--jobs 4"), "{e}");
-        assert!(e.contains("give at least"), "{e}");
+        // 48 MiB for the process, then per run 64 MiB of buffers and an 8 MiB index.
+        assert!(e.ends_with("give at least 336.0 MiB"), "{e}");
+        assert!(
+            Memory::from_flag(336 << 20, 4).check(0).is_ok(),
+            "what it asks for runs"
+        );
+        assert!(Memory::from_flag((336 << 20) - 4, 4).check(0).is_err());
+        // S3 parts in flight (16 MiB) count against each run's share too.
+        let e = Memory::from_flag(100 << 20, 1).check(16 << 20).unwrap_err();
+        assert!(e.ends_with("give at least 136.0 MiB"), "{e}");
         assert!(Memory::from_flag(256 << 20, 1).check(0).is_ok());
         assert!(Memory::from_cgroup(None, 8).check(1 << 30).is_ok());
     }
@@ -271,6 +287,11 @@ mod tests {
         // 216 KB, a thousand events: charged its estimated content four times over.
         let small = m.charge(216_000);
         assert_eq!(small, SMALL_RUN_BASE + 4 * 10 * 216_000);
+        assert_eq!(
+            small,
+            4_194_304 + 8_640_000,
+            "4 MiB and four times its content"
+        );
         assert!(
             (2 * slot) / small >= IN_FLIGHT as u64,
             "sixteen such inputs fit in two runs' budgets"
@@ -282,6 +303,14 @@ mod tests {
         let u = Memory::from_cgroup(None, 1);
         assert_eq!(u.charge(1 << 30), UNBUDGETED_RUN);
         assert!(u.charge(216_000) < UNBUDGETED_RUN / 16);
+    }
+
+    #[test]
+    fn byte_counts_read_as_people_read_them() {
+        assert_eq!(Bytes(100).to_string(), "100 B");
+        assert_eq!(Bytes(2048).to_string(), "2.0 KiB");
+        assert_eq!(Bytes(3 << 19).to_string(), "1.5 MiB");
+        assert_eq!(Bytes(5 << 30).to_string(), "5.0 GiB");
     }
 
     #[test]

@@ -141,6 +141,16 @@ mod tests {
         assert_eq!(name_hash("abc"), 0xba78_16bf_8f01_cfea);
         assert_eq!(shard_of("abc", 3), 0xba78_16bf_8f01_cfea % 3);
         assert_eq!(shard_of("abc", 1), 0);
+        // Computed with Python's hashlib: int.from_bytes(sha256(name)[:8], "big") % N.
+        assert_eq!(shard_of("progress-2026-03-02.jsonl", 3), 1);
+        assert_eq!(shard_of("progress-2026-03-02.jsonl", 7), 5);
+        assert_eq!(shard_of("a.jsonl", 3), 2);
+    }
+
+    #[test]
+    fn a_shard_and_a_glob_say_what_they_were_given() {
+        assert_eq!(Shard::new(1, 3).unwrap().to_string(), "1/3");
+        assert_eq!(Glob::new("a*,b?").unwrap().as_str(), "a*,b?");
     }
 
     #[test]

@@ -340,6 +340,121 @@ mod tests {
         }
     }
 
+    /// Busy and conflict end a run that changed nothing (exit 75), anything else
+    /// fails it; the chain's root decides.
+    #[test]
+    fn an_error_is_busy_a_conflict_or_a_failure() {
+        let busy = crate::Error::Busy {
+            location: "l".into(),
+            holder: "h".into(),
+            until: "u".into(),
+        };
+        assert_eq!(Action::of_error(&busy), Action::Busy);
+        let conflict = crate::Error::Conflict("c".into());
+        assert_eq!(Action::of_error(&conflict), Action::Conflict);
+        let config = crate::Error::Config("x".into());
+        assert_eq!(Action::of_error(&config), Action::Failed);
+    }
+
+    #[test]
+    fn signals_have_their_numbers_and_the_shells_exit_codes() {
+        assert_eq!((Signal::Term.number(), Signal::Term.exit_code()), (15, 143));
+        assert_eq!((Signal::Int.number(), Signal::Int.exit_code()), (2, 130));
+    }
+
+    #[test]
+    fn a_refusal_names_its_kind_line_and_field() {
+        let r = Refusal {
+            kind: RefusalKind::ProhibitedField,
+            line: 2,
+            field: Some("email"),
+        };
+        assert_eq!(r.to_string(), "prohibited_field at line 2 (field email)");
+        let r = Refusal {
+            kind: RefusalKind::RejectCap,
+            line: 9,
+            field: None,
+        };
+        assert_eq!(r.to_string(), "reject_cap at line 9");
+    }
+
+    /// A skip says what the checkpoint says, and exits 0; a refusal exits 65, a
+    /// signal 128 + its number. The line is one JSON object with these values.
+    #[test]
+    fn a_skip_reports_the_checkpoint_and_each_outcome_its_exit_code() {
+        let rec: crate::checkpoint::Checkpoint = serde_json::from_value(serde_json::json!({
+            "product": "progress", "input_name": "a.jsonl", "input_sha256": "ab",
+            "accepted_rows": 7, "rejected_rows": 2, "duplicate_rows": 1,
+            "published_path": "raw/progress/a.jsonl", "published_size": 10,
+            "quarantine_path": "quarantine/progress/a.jsonl",
+            "committed_at": "2026-01-01T00:00:00Z", "run_id": "old", "job_version": "0",
+        }))
+        .unwrap();
+        let s = Summary::skipped("r".into(), "progress".into(), "/in/a.jsonl".into(), &rec);
+        assert_eq!(
+            s.to_json(),
+            r#"{"run_id":"r","product":"progress","input":"/in/a.jsonl","input_sha256":"ab","action":"skipped","accepted_rows":7,"rejected_rows":2,"duplicate_rows":1,"published_path":"raw/progress/a.jsonl","quarantine_path":"quarantine/progress/a.jsonl","checkpoint_moved":false}"#
+        );
+        assert_eq!(s.exit_code(), 0);
+        let refused = Summary {
+            reason: Some(Refusal {
+                kind: RefusalKind::IdCollision,
+                line: 3,
+                field: None,
+            }),
+            ..s.clone()
+        };
+        assert_eq!(refused.exit_code(), 65);
+        let stopped = Summary {
+            signal: Some(Signal::Int),
+            ..s
+        };
+        assert_eq!(stopped.exit_code(), 130);
+    }
+
+    /// An inbox run's totals: each action counted once (not-started apart from the
+    /// inputs), and the exit code of the worst outcome: failed 1, refused 65, busy or
+    /// conflict 75, else 0.
+    #[test]
+    fn totals_count_each_outcome_and_exit_with_the_worst() {
+        let mut t = Totals::default();
+        assert_eq!(t.exit_code(), 0);
+        for a in [
+            Action::Published,
+            Action::Skipped,
+            Action::Skipped,
+            Action::NotStarted,
+        ] {
+            t.add(a);
+        }
+        assert_eq!(
+            (t.inputs, t.published, t.skipped, t.not_started),
+            (3, 1, 2, 1)
+        );
+        assert_eq!(t.exit_code(), 0);
+        t.add(Action::Conflict);
+        assert_eq!(t.exit_code(), 75, "a conflict alone");
+        let mut b = Totals::default();
+        b.add(Action::Busy);
+        assert_eq!(b.exit_code(), 75, "a busy input alone");
+        t.add(Action::Refused);
+        assert_eq!(t.exit_code(), 65);
+        t.add(Action::Failed);
+        assert_eq!(t.exit_code(), 1);
+        t.add(Action::Interrupted);
+        let counts: Vec<u64> = t.by_action().iter().map(|(_, n)| *n).collect();
+        assert_eq!(counts, [1, 2, 1, 0, 1, 1, 1, 1]);
+        assert_eq!(t.inputs, 7);
+        // The totals line shows conflict and interrupted only when they happened.
+        assert_eq!(
+            serde_json::to_string(&b).unwrap(),
+            r#"{"inputs":1,"published":0,"skipped":0,"refused":0,"busy":1,"failed":0}"#
+        );
+        assert!(serde_json::to_string(&t)
+            .unwrap()
+            .ends_with(r#""failed":1,"conflict":1,"interrupted":1}"#));
+    }
+
     /// The line of a run without a summary: the keys and values inbox lines have
     /// always had (they are read by scripts).
     #[test]

@@ -218,13 +218,48 @@ mod tests {
             spill(&mut s, &[rec(k + 1, k, 1000 + k, 100 + k)]);
         }
         let mut rounds = 0;
+        assert_eq!(s.bytes, 200 * 40, "200 records of 40 bytes spilled");
         let m = merge(&mut s, 200, 1100, || rounds += 1).unwrap();
-        assert!(rounds >= 3, "{rounds} rounds");
+        // 200 runs, 64 at a time: three rounds leave 8 + 3 runs for the last merge.
+        assert_eq!(rounds, 4);
+        assert_eq!(m.runs_merged, 3 * 64 + 11);
+        assert_eq!(s.bytes, (200 + 3 * 64) * 40, "the rounds' runs counted too");
         assert_eq!(m.duplicates, 100);
         assert_eq!(
             m.drops.ones().collect::<Vec<_>>(),
             (100..200).collect::<Vec<_>>()
         );
         assert!(m.suspects.is_empty());
+    }
+
+    /// Exactly `FAN_IN` runs merge in one pass, with no round before it.
+    #[test]
+    fn fan_in_runs_merge_at_once() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Scratch::create(root.path(), "r").unwrap();
+        for k in 0..FAN_IN as u64 {
+            spill(&mut s, &[rec(k + 1, k, k + 1, k)]);
+        }
+        let mut rounds = 0;
+        let m = merge(&mut s, 64, 65, || rounds += 1).unwrap();
+        assert_eq!((rounds, m.runs_merged), (1, 64));
+        assert_eq!(s.bytes, 64 * 40, "no intermediate run written");
+    }
+
+    /// A run that cannot be read fails the merge; only its end is the end.
+    #[test]
+    fn a_run_that_cannot_be_read_fails_the_merge() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Scratch::create(root.path(), "r").unwrap();
+        spill(&mut s, &[rec(1, 1, 1, 0)]);
+        // A link to a directory opens on Linux, reading it fails (EISDIR), and
+        // removing it (the link) succeeds: only the read can fail the merge.
+        let dir = root.path().join("not-a-run");
+        fs::create_dir(&dir).unwrap();
+        let link = root.path().join("run-link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        s.runs.push(link);
+        let e = merge(&mut s, 2, 2, || {}).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
     }
 }

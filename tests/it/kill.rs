@@ -464,15 +464,7 @@ fn next_delay(
 
 fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
     let started = Instant::now();
-    let seed = std::env::var("LANDING_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = test_seed();
     let label = format!(
         "{kind:?}{}{}",
         if loaded { " under a CPU hog" } else { "" },

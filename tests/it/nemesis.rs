@@ -54,8 +54,6 @@ const WORKERS: usize = 3;
 const SHARDS: usize = 3;
 /// A run alive longer than this is hung: killed, and an anomaly.
 const HUNG: Duration = Duration::from_secs(300);
-/// Debian's libfaketime (package `faketime`, which scripts/test installs).
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 fn name(i: usize) -> String {
     format!("n{i:02}.jsonl")
@@ -256,11 +254,7 @@ fn worker(s: &Soak) {
         let mut label = op.clone();
         if s.rng.chance(30) {
             let offset = if s.rng.chance(50) { "+1h" } else { "-1h" };
-            env.extend([
-                ("LD_PRELOAD".into(), LIBFAKETIME.into()),
-                ("FAKETIME".into(), offset.into()),
-                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
-            ]);
+            env.extend(skewed_clock(offset).map(|(k, v)| (k.to_owned(), v.to_owned())));
             label.push_str(&format!(" clock{offset}"));
         }
         let via_proxy = s.proxy.is_some() && s.rng.chance(50);
@@ -691,19 +685,9 @@ fn soak(kind: Kind) {
                 .expect("LANDING_NEMESIS_MINUTES: a number of minutes")
         })
         .unwrap_or(3.0);
-    let seed = std::env::var("LANDING_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    assert!(
-        std::path::Path::new(LIBFAKETIME).exists(),
-        "{LIBFAKETIME} is missing: install Debian's faketime (scripts/test does)"
-    );
+    let seed = test_seed();
+    // Fails here, not in the first skewed run, if libfaketime is missing.
+    skewed_clock("+0");
     let mut w = World::new(kind, "nemesis");
     w.env
         .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));

@@ -13,22 +13,6 @@ const RAW: &str = "raw/progress/progress-2026-03-05.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-05.jsonl.json";
 const LOCK: &str = "locks/progress/progress-2026-03-05.jsonl.lock";
 
-/// Debian's libfaketime (package `faketime`, which scripts/test installs).
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-
-/// The environment of a run whose wall clock is off by `offset` (`+1h`, `-1h`).
-fn skewed(offset: &'static str) -> [(&'static str, &'static str); 3] {
-    assert!(
-        std::path::Path::new(LIBFAKETIME).exists(),
-        "{LIBFAKETIME} is missing: install Debian's faketime (scripts/test does)"
-    );
-    [
-        ("LD_PRELOAD", LIBFAKETIME),
-        ("FAKETIME", offset),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ]
-}
-
 fn short_leases(kind: Kind) -> World {
     let mut w = World::new(kind, "skew");
     w.env
@@ -67,7 +51,7 @@ fn a_clock_an_hour_ahead_never_takes_a_live_lease(kind: Kind) {
     let held_by = lease_holder(&w);
     // Three TTLs plus margins of the skewed run's own clock, with renewals every
     // second or so: each renewal is a new version, so it never sees one stay.
-    let skewed_run = w.run_env(&input, &["--lease-wait", "20"], &skewed("+1h"));
+    let skewed_run = w.run_env(&input, &["--lease-wait", "20"], &skewed_clock("+1h"));
     assert_eq!(skewed_run.code, Some(75), "{}", skewed_run.stderr);
     assert!(
         skewed_run.stderr.contains("waiting for it"),
@@ -92,7 +76,7 @@ fn a_clock_an_hour_ahead_never_takes_a_live_lease(kind: Kind) {
 
     let next = generated(2_500, 63);
     w.put_input(NAME, &next);
-    let later = w.run_env(&input, &["--lease-wait", "0"], &skewed("+1h"));
+    let later = w.run_env(&input, &["--lease-wait", "0"], &skewed_clock("+1h"));
     assert_eq!(
         later.code,
         Some(0),
@@ -119,7 +103,11 @@ fn a_clock_an_hour_behind_takes_a_dead_holders_lease_over(kind: Kind) {
     let crashed = w.run_env(&input, &[], &[("LANDING_CRASH_AT", "after-staging")]);
     assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
     let dead = lease_holder(&w);
-    let r = w.run_env(&input, &["--lease-wait", TAKEOVER_WAIT], &skewed("-1h"));
+    let r = w.run_env(
+        &input,
+        &["--lease-wait", TAKEOVER_WAIT],
+        &skewed_clock("-1h"),
+    );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.action(), "published");
     assert!(r.stderr.contains("took over a stale lease"), "{}", r.stderr);

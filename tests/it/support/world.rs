@@ -516,6 +516,37 @@ pub const SHORT_LEASE: [(&str, &str); 2] = [
     ("LANDING_S3_ATTEMPT_TIMEOUT", "2"),
 ];
 
+/// The seed of a seeded test: `LANDING_TEST_SEED` to replay one, else the clock.
+pub fn test_seed() -> u64 {
+    std::env::var("LANDING_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("a clock after 1970")
+                .as_nanos() as u64
+        })
+}
+
+/// Debian's libfaketime (package `faketime`, which scripts/test installs).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The environment of a run whose wall clock is off by `offset` (`+1h`, `-1h`):
+/// libfaketime preloaded, the monotonic clock left alone, as on a host whose clock
+/// is off. Fails the test if libfaketime is not installed.
+pub fn skewed_clock(offset: &'static str) -> [(&'static str, &'static str); 3] {
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: install Debian's faketime (scripts/test does)"
+    );
+    [
+        ("LD_PRELOAD", LIBFAKETIME),
+        ("FAKETIME", offset),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]
+}
+
 /// `--lease-wait` for a run that must take over the lease of a killed or frozen
 /// holder of [`SHORT_LEASE`] (or of a local lake's 3 s leases): one TTL plus the
 /// margin after its first look (7 s), polling at most every 5 s. A bound a takeover

@@ -23,19 +23,27 @@ FROM ${BUILDER_IMAGE} AS builder
 WORKDIR /build
 
 # Dependencies first, from the manifests alone, with stub sources: this layer is
-# rebuilt only when Cargo.toml or Cargo.lock changes, not on every edit under src/
-# (the AWS SDK is most of a 10-15 minute release build).
+# rebuilt only when a Cargo.toml or Cargo.lock changes, not on every edit of a
+# source (the AWS SDK is most of a 10-15 minute release build). The workspace's
+# crates (crates/*) are listed one by one: COPY keeps no folder of a glob.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src \
+COPY crates/error/Cargo.toml crates/error/
+COPY crates/contract/Cargo.toml crates/contract/
+COPY crates/store/Cargo.toml crates/store/
+COPY crates/engine/Cargo.toml crates/engine/
+RUN for c in crates/*/; do mkdir -p "${c}src" && : >"${c}src/lib.rs"; done \
+    && mkdir -p src \
     && echo 'fn main() {}' >src/main.rs \
-    && : >src/lib.rs \
     && cargo build --release --locked --bin landing \
-    && rm -rf src
+    && rm -rf src crates/*/src
 
+# contracts/: the built-in contract (progress.json) is compiled into the binary.
+COPY contracts ./contracts
+COPY crates ./crates
 COPY src ./src
 # touch: the stubs above were compiled later than the real sources' mtimes from the
 # build context, so without it cargo would keep the stub binary.
-RUN touch src/main.rs src/lib.rs \
+RUN find src crates -name '*.rs' -exec touch {} + \
     && cargo build --release --locked --bin landing \
     && mkdir -p /out \
     && cp target/release/landing /out/landing

@@ -36,6 +36,43 @@ async fn main() -> Result<(), BoxError> {
     let conc: usize = conc.parse()?;
     let client = client().await;
     let t = Instant::now();
+    let got = get_all(&client, bucket, key).await?;
+    let get_s = t.elapsed().as_secs_f64();
+    let size = got.len();
+    let payload = Bytes::from(got);
+
+    let dest = format!("{key}.baseline-put");
+    let t = Instant::now();
+    multipart_put(&client, bucket, &dest, &payload, part, conc).await?;
+    let put_s = t.elapsed().as_secs_f64();
+
+    // The promotion: the server's own copy of the object just written.
+    let copied = format!("{key}.baseline-copy");
+    let t = Instant::now();
+    client
+        .copy_object()
+        .bucket(bucket)
+        .key(&copied)
+        .copy_source(format!("{bucket}/{dest}"))
+        .send()
+        .await?;
+    let copy_s = t.elapsed().as_secs_f64();
+    for k in [&dest, &copied] {
+        client.delete_object().bucket(bucket).key(k).send().await?;
+    }
+    println!(
+        "{{\"bytes\":{size},\"get_s\":{get_s:.3},\"put_s\":{put_s:.3},\"copy_s\":{copy_s:.3}}}"
+    );
+    Ok(())
+}
+
+/// GET the whole object into memory. Kept, so the PUT sends the same bytes (a server
+/// may compress or dedupe, so a filler payload would not cost it the same).
+async fn get_all(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Vec<u8>, BoxError> {
     let mut body = client
         .get_object()
         .bucket(bucket)
@@ -43,22 +80,28 @@ async fn main() -> Result<(), BoxError> {
         .send()
         .await?
         .body;
-    // Kept, so the PUT sends the same bytes (a server may compress or dedupe, so
-    // a filler payload would not cost it the same).
     let mut got = Vec::new();
     while let Some(chunk) = body.try_next().await? {
         got.extend_from_slice(&chunk);
     }
-    let get_s = t.elapsed().as_secs_f64();
-    let size = got.len();
-    let payload = Bytes::from(got);
+    Ok(got)
+}
 
-    let dest = format!("{key}.baseline-put");
-    let t = Instant::now();
+/// Multipart-PUT `payload` to `dest` as the job does: parts of `part` bytes (at least
+/// one part, even for an empty payload), at most `conc` in flight.
+async fn multipart_put(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    dest: &str,
+    payload: &Bytes,
+    part: usize,
+    conc: usize,
+) -> Result<(), BoxError> {
+    let size = payload.len();
     let up = client
         .create_multipart_upload()
         .bucket(bucket)
-        .key(&dest)
+        .key(dest)
         .send()
         .await?;
     let upload_id = up.upload_id().ok_or("no upload id")?.to_owned();
@@ -72,8 +115,8 @@ async fn main() -> Result<(), BoxError> {
         }
         let (c, b, k, id, body) = (
             client.clone(),
-            bucket.clone(),
-            dest.clone(),
+            bucket.to_owned(),
+            dest.to_owned(),
             upload_id.clone(),
             payload.slice(sent..sent + len),
         );
@@ -104,7 +147,7 @@ async fn main() -> Result<(), BoxError> {
     client
         .complete_multipart_upload()
         .bucket(bucket)
-        .key(&dest)
+        .key(dest)
         .upload_id(&upload_id)
         .multipart_upload(
             CompletedMultipartUpload::builder()
@@ -113,25 +156,6 @@ async fn main() -> Result<(), BoxError> {
         )
         .send()
         .await?;
-    let put_s = t.elapsed().as_secs_f64();
-
-    // The promotion: the server's own copy of the object just written.
-    let copied = format!("{key}.baseline-copy");
-    let t = Instant::now();
-    client
-        .copy_object()
-        .bucket(bucket)
-        .key(&copied)
-        .copy_source(format!("{bucket}/{dest}"))
-        .send()
-        .await?;
-    let copy_s = t.elapsed().as_secs_f64();
-    for k in [&dest, &copied] {
-        client.delete_object().bucket(bucket).key(k).send().await?;
-    }
-    println!(
-        "{{\"bytes\":{size},\"get_s\":{get_s:.3},\"put_s\":{put_s:.3},\"copy_s\":{copy_s:.3}}}"
-    );
     Ok(())
 }
 

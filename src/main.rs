@@ -4,20 +4,24 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+mod cli;
+
 use clap::Parser;
-use landing::cli::args::LogFormat;
-use landing::cli::{self, Cli};
-use landing::shutdown::Shutdown;
+use cli::args::LogFormat;
+use cli::Cli;
+use landing_engine::progress::Terminal;
+use landing_engine::shutdown::Shutdown;
 use tracing_subscriber::EnvFilter;
 
-/// Logs on stderr, each event written whole and above any progress bars
-/// ([`landing::LogLine`]); colours only on a terminal and without `NO_COLOR`
-/// (<https://no-color.org>: set and not empty).
-fn init_tracing(format: LogFormat, level: &str) {
+/// Logs on stderr, each event written whole and above any progress bars of
+/// `terminal` ([`landing_engine::progress::LogLine`]); colours only on a terminal
+/// and without `NO_COLOR` (<https://no-color.org>: set and not empty).
+fn init_tracing(format: LogFormat, level: &str, terminal: &Terminal) {
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let terminal = terminal.clone();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(landing::LogLine::default);
+        .with_writer(move || terminal.log_line());
     match format {
         LogFormat::Json => builder.json().with_current_span(true).init(),
         LogFormat::Text => {
@@ -50,8 +54,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // At a terminal with bars, each input's result line says what its INFO lines
     // would: the default is quieter there (issue 36); elsewhere nothing changes.
-    let bars = cli.draws_bars() && std::io::stderr().is_terminal();
-    init_tracing(cli.log_format(), &cli.log_level(bars));
+    // The process's one terminal, handed down to everything that draws or writes
+    // above the bars.
+    let terminal = Terminal::stderr();
+    let bars = cli.draws_bars() && terminal.drawable();
+    init_tracing(cli.log_format(), &cli.log_level(bars), &terminal);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,7 +66,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("landing: error: cannot start the async runtime: {e}");
-            return ExitCode::from(landing::EXIT_FAILURE as u8);
+            return ExitCode::from(landing_error::EXIT_FAILURE as u8);
         }
     };
     let outcome = runtime.block_on(async {
@@ -67,11 +74,11 @@ fn main() -> ExitCode {
         // to wind down.
         let shutdown = if cli.stops_cleanly() {
             Shutdown::listen()
-                .map_err(|e| landing::Error::store("listen for signals", "landing", e))?
+                .map_err(|e| landing_error::Error::store("listen for signals", "landing", e))?
         } else {
             Shutdown::default()
         };
-        cli::execute(&cli, &shutdown).await
+        cli::execute(&cli, &shutdown, &terminal).await
     });
     // Every task of the run has ended; only a metrics push cut off by its timeout can
     // leave a name lookup on the blocking pool, and the exit does not wait for it.
@@ -96,7 +103,7 @@ fn main() -> ExitCode {
             if report.passed {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(landing::EXIT_FAILURE as u8)
+                ExitCode::from(landing_error::EXIT_FAILURE as u8)
             }
         }
         Err(e) => {

@@ -2,18 +2,20 @@
 //! its `LANDING_*` variable), and the dispatch of a parsed command to the library.
 
 pub mod args;
+mod settings;
 
 use clap::{Parser, Subcommand};
 
 use args::{AuditArgs, CommonArgs, ContractArgs, DrillArgs, LogFormat, RunArgs};
 
-use crate::config::{Config, RunPlan};
-use crate::error::{Error, Result};
-use crate::hook::Hooks;
-use crate::lease::Sightings;
-use crate::pipeline;
-use crate::shutdown::Shutdown;
-use crate::summary::Summary;
+use landing_engine::config::{Config, RunPlan};
+use landing_engine::hook::Hooks;
+use landing_engine::lease::Sightings;
+use landing_engine::pipeline::{self, Handles};
+use landing_engine::progress::Terminal;
+use landing_engine::shutdown::Shutdown;
+use landing_engine::summary::Summary;
+use landing_error::{Error, Result};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -151,8 +153,8 @@ pub struct ContractLookup {
 }
 
 impl ContractLookup {
-    fn resolve(&self) -> Result<&'static crate::contract::Contract> {
-        crate::config::resolve_contract(self.product.as_deref(), self.contract.source())
+    fn resolve(&self) -> Result<&'static landing_contract::Contract> {
+        landing_engine::config::resolve_contract(self.product.as_deref(), self.contract.source())
             .map(|(_, c)| c)
     }
 }
@@ -255,7 +257,7 @@ impl Cli {
             Command::Run(a) => {
                 !self.quiet
                     && a.common.log_format == LogFormat::Text
-                    && a.progress != crate::config::Progress::Never
+                    && a.progress != landing_engine::config::Progress::Never
             }
             Command::Check(c) => !self.quiet && c.log_format == LogFormat::Text,
             _ => false,
@@ -267,21 +269,22 @@ impl Cli {
 pub enum Outcome {
     Summary(Box<Summary>),
     Generated,
-    Drill(Box<crate::drill::Report>, bool),
+    Drill(Box<landing_engine::drill::Report>, bool),
     /// Output already printed (inbox runs, status, verify); exit with this code.
     Exit(i32),
 }
 
 /// Run the parsed command; the summary is printed by the caller. `shutdown` is the
-/// process's (see [`Cli::stops_cleanly`]).
-pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
+/// process's (see [`Cli::stops_cleanly`]), and so is `terminal`, its bars and the
+/// lines written above them.
+pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Result<Outcome> {
     match &cli.command {
         Command::Run(args) => {
             let quiet;
             let args = if cli.quiet {
                 // -q: no bars and no line per input (an inbox run still says its totals).
                 let mut a = args.clone();
-                a.progress = crate::config::Progress::Quiet;
+                a.progress = landing_engine::config::Progress::Quiet;
                 quiet = a;
                 &quiet
             } else {
@@ -290,42 +293,55 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown) -> Result<Outcome> {
             let plan = args.plan()?;
             if args.dry_run {
                 println!("{}", plan.to_json());
-                return Ok(Outcome::Exit(crate::EXIT_OK));
+                return Ok(Outcome::Exit(landing_error::EXIT_OK));
             }
-            let recorder = crate::metrics::Recorder::default();
+            let recorder = landing_engine::metrics::Recorder::default();
             let outcome = match &plan {
-                RunPlan::Single(cfg) => run_single(cfg, &args.hooks(), shutdown, &recorder).await,
-                RunPlan::Inbox(ic) => crate::inbox::run(ic, &args.hooks(), shutdown, &recorder)
-                    .await
-                    .map(Outcome::Exit),
+                RunPlan::Single(cfg) => {
+                    let handles = Handles {
+                        shutdown,
+                        seen: &Sightings::default(),
+                        terminal,
+                    };
+                    run_single(cfg, &args.hooks(), handles, &recorder).await
+                }
+                RunPlan::Inbox(ic) => {
+                    landing_engine::inbox::run(ic, &args.hooks(), shutdown, terminal, &recorder)
+                        .await
+                        .map(Outcome::Exit)
+                }
             };
             push_metrics(&plan, &recorder, &outcome).await;
             outcome
         }
         Command::Check(args) => Ok(Outcome::Summary(Box::new(
-            pipeline::check(&args.check_config()?, args.hooks()).await?,
+            pipeline::check(&args.check_config()?, args.hooks(), terminal).await?,
         ))),
         Command::Generate(g) => generate(g).map(|()| Outcome::Generated),
         Command::Drill(d) => {
             let cfg = d.config()?;
-            let report = crate::drill::drill(&cfg).await?;
+            let report = landing_engine::drill::drill(&cfg).await?;
             Ok(Outcome::Drill(Box::new(report), cfg.json))
         }
         Command::Status(s) => {
             let cfg = s.audit.config()?;
             Ok(Outcome::Exit(
-                crate::audit::status(&cfg, s.history.as_deref()).await?,
+                landing_engine::audit::status(&cfg, s.history.as_deref()).await?,
             ))
         }
         Command::Verify(v) => {
             let cfg = v.audit.config()?;
-            Ok(Outcome::Exit(crate::audit::verify(&cfg, v.deep).await?))
+            Ok(Outcome::Exit(
+                landing_engine::audit::verify(&cfg, v.deep).await?,
+            ))
         }
-        Command::Contract(c) => contract(c).map(|()| Outcome::Exit(crate::EXIT_OK)),
+        Command::Contract(c) => contract(c).map(|()| Outcome::Exit(landing_error::EXIT_OK)),
         Command::Completions { shell, out_dir } => {
-            completions(*shell, out_dir.as_deref()).map(|()| Outcome::Exit(crate::EXIT_OK))
+            completions(*shell, out_dir.as_deref()).map(|()| Outcome::Exit(landing_error::EXIT_OK))
         }
-        Command::Man { out_dir } => man(out_dir.as_deref()).map(|()| Outcome::Exit(crate::EXIT_OK)),
+        Command::Man { out_dir } => {
+            man(out_dir.as_deref()).map(|()| Outcome::Exit(landing_error::EXIT_OK))
+        }
     }
 }
 
@@ -395,20 +411,10 @@ fn man(out_dir: Option<&std::path::Path>) -> Result<()> {
 async fn run_single(
     cfg: &Config,
     hooks: &Hooks,
-    shutdown: &Shutdown,
-    recorder: &crate::metrics::Recorder,
+    handles: Handles<'_>,
+    recorder: &landing_engine::metrics::Recorder,
 ) -> Result<Outcome> {
-    match crate::inbox::land_one(
-        cfg,
-        hooks,
-        shutdown,
-        None,
-        &Sightings::default(),
-        false,
-        None,
-    )
-    .await
-    {
+    match landing_engine::inbox::land_one(cfg, hooks, handles, None, false, None).await {
         Some(landed) => {
             let summary = landed.result.as_ref().ok();
             recorder.landed(&cfg.input_name, landed.action, summary, &landed.measured);
@@ -418,9 +424,10 @@ async fn run_single(
         // Only an input waiting for a --jobs slot is stopped before it starts; a
         // single run starts at once and reports a signal in its summary.
         None => Ok(Outcome::Exit(
-            shutdown
+            handles
+                .shutdown
                 .signal()
-                .map_or(crate::EXIT_FAILURE, |s| s.exit_code()),
+                .map_or(landing_error::EXIT_FAILURE, |s| s.exit_code()),
         )),
     }
 }
@@ -429,7 +436,7 @@ async fn run_single(
 /// set. Bounded by `--pushgateway-timeout`; never changes the outcome.
 async fn push_metrics(
     plan: &RunPlan,
-    recorder: &crate::metrics::Recorder,
+    recorder: &landing_engine::metrics::Recorder,
     outcome: &Result<Outcome>,
 ) {
     let (cfg, shard) = match plan {
@@ -440,21 +447,21 @@ async fn push_metrics(
     let exit_code = match outcome {
         Ok(Outcome::Summary(s)) => s.exit_code(),
         Ok(Outcome::Exit(code)) => *code,
-        Ok(Outcome::Generated | Outcome::Drill(..)) => crate::EXIT_OK,
+        Ok(Outcome::Generated | Outcome::Drill(..)) => landing_error::EXIT_OK,
         Err(e) => e.exit_code(),
     };
-    let end = crate::metrics::Ending {
+    let end = landing_engine::metrics::Ending {
         exit_code,
         ended_at: time::OffsetDateTime::now_utc().unix_timestamp_nanos() as f64 / 1e9,
         duration: recorder.elapsed(),
     };
-    crate::metrics::push(gw, &cfg.product, shard, &recorder.night(), &end).await;
+    landing_engine::metrics::push(gw, &cfg.product, shard, &recorder.night(), &end).await;
 }
 
 fn contract(c: &ContractCommand) -> Result<()> {
     match c {
         ContractCommand::Check { file } => {
-            let k = crate::config::load_contract(file)?;
+            let k = landing_engine::config::load_contract(file)?;
             let line = serde_json::json!({
                 "contract": file.display().to_string(),
                 "valid": true,
@@ -474,7 +481,7 @@ fn contract(c: &ContractCommand) -> Result<()> {
             }
         }
         ContractCommand::Schema(l) => {
-            let schema = crate::contract::schema::json_schema(l.resolve()?);
+            let schema = landing_contract::schema::json_schema(l.resolve()?);
             // A Value always serialises.
             let text = serde_json::to_string_pretty(&schema).expect("a schema serialises");
             println!("{text}");
@@ -484,7 +491,7 @@ fn contract(c: &ContractCommand) -> Result<()> {
 }
 
 fn generate(g: &GenerateArgs) -> Result<()> {
-    let spec = crate::generate::Spec {
+    let spec = landing_engine::generate::Spec {
         lines: g.lines,
         duplicate_per_mille: g.duplicate_per_mille,
         malformed_per_mille: g.malformed_per_mille,
@@ -493,5 +500,6 @@ fn generate(g: &GenerateArgs) -> Result<()> {
     let location = g.out.display().to_string();
     let file = std::fs::File::create(&g.out).map_err(|e| Error::store("create", &location, e))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-    crate::generate::generate(&spec, &mut w).map_err(|e| Error::store("write", &location, e))
+    landing_engine::generate::generate(&spec, &mut w)
+        .map_err(|e| Error::store("write", &location, e))
 }

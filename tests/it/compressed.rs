@@ -136,7 +136,7 @@ fn members_and_frames_land_every_line(kind: Kind) {
     }
 }
 
-/// The line a broken gzip stream's refusal names (docs/CONTRACT.md section 2): the one
+/// The line a broken gzip stream's refusal names (docs/interface.md section 2): the one
 /// being decoded when the stream broke, one past the whole lines it decoded to, as
 /// flate2's multi-member reader decodes the damaged bytes until its error.
 fn line_when_broken(stored: &[u8]) -> u64 {

@@ -428,7 +428,7 @@ fn contract_versions_skip_verify_and_rehash() {
 
 // ----- the JSON Schema against python-jsonschema --------------------------------
 
-/// The edge cases of docs/CONTRACT.md for `progress`, one line each.
+/// The edge cases of docs/interface.md for `progress`, one line each.
 fn edge_corpus() -> Vec<Vec<u8>> {
     let good = event("evt_1", 1);
     let with = |field: &str, value: &str| -> String {

@@ -209,7 +209,27 @@ impl Done {
 /// fault armed, check the contract, then check that a plain rerun recovers.
 fn check(server: Server, case: Case) -> Done {
     let r = refs();
-    let mut w = World::new(Kind::S3(server), &format!("fault-{}", case.name));
+    let (w, input) = publish_old(server, case.name, r);
+
+    // --- the faulted run
+    let mut done = faulted_run(&w, &input, server, &case);
+    let ctx = format!("[{} on {}] {}", case.name, server.name(), done.context());
+    assert_fault_fired(&done, &case, &ctx);
+    done.succeeded = exited_as_expected(&done.run, case.outcome, &ctx);
+    let (raw, sha) = assert_old_or_new(&w, r, &ctx);
+    assert_end_state(&done, case.after_failure, r, &raw, &sha, &ctx);
+    print_faulted_run(&w, &done, &case, server, r, &raw, &sha);
+
+    // --- a plain rerun recovers, and the one after it skips.
+    assert_rerun_recovers(&w, &input, r, &sha, &ctx);
+    done
+}
+
+/// Set up the world the faulted run starts from: the old input published by a plain
+/// run, no lease record, and the new input in the inbox. Returns the world and the
+/// input's URL.
+fn publish_old(server: Server, name: &str, r: &Refs) -> (World, String) {
+    let mut w = World::new(Kind::S3(server), &format!("fault-{name}"));
     w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
     let input = w.put_input(NAME, &r.old_in);
     let first = w.run(&input, &[]);
@@ -224,8 +244,12 @@ fn check(server: Server, case: Case) -> Done {
     // all, so the lease cases meet the create and renewal steps they name.
     w.delete(LOCK);
     w.put_input(NAME, &r.new_in);
+    (w, input)
+}
 
-    // --- the faulted run
+/// Run the job through a fresh proxy armed with the case's rules, under the hang
+/// guard; `succeeded` is left for the caller to judge.
+fn faulted_run(w: &World, input: &str, server: Server, case: &Case) -> Done {
     let proxy = Proxy::start(&server.endpoint());
     let rule = case.rule.clone().map(|rule| proxy.arm(rule));
     for extra in &case.also {
@@ -238,42 +262,50 @@ fn check(server: Server, case: Case) -> Done {
         ("LANDING_S3_READ_TIMEOUT", "10"),
     ];
     env.extend(case.env.iter().copied());
-    let (run, elapsed) = run_bounded(&w, &input, &env, HANG_GUARD, &proxy);
-    let mut done = Done {
+    let (run, elapsed) = run_bounded(w, input, &env, HANG_GUARD, &proxy);
+    Done {
         run,
         elapsed,
         proxy,
         rule,
         succeeded: false,
-    };
-    let ctx = format!("[{} on {}] {}", case.name, server.name(), done.context());
+    }
+}
 
-    // The fault happened, as many times as armed.
+/// The fault happened, as many times as armed: a test whose fault never fired
+/// proves nothing.
+fn assert_fault_fired(done: &Done, case: &Case, ctx: &str) {
     if let Some(rule) = &case.rule {
         match rule.times {
             Times::Once => assert_eq!(done.fired(), 1, "the fault must fire once\n{ctx}"),
             Times::Always => assert!(done.fired() >= 1, "the fault never fired\n{ctx}"),
         }
     }
+}
 
-    // Succeeds or fails cleanly, naming the step.
-    done.succeeded = match (done.run.code, case.outcome) {
+/// Succeeds or fails cleanly, naming the step, as the case expects. Returns whether
+/// the run succeeded.
+fn exited_as_expected(run: &Run, outcome: Outcome, ctx: &str) -> bool {
+    match (run.code, outcome) {
         (Some(0), Outcome::Succeeds | Outcome::Either(_)) => true,
         (Some(1), Outcome::Fails(step) | Outcome::Either(step)) => {
             let named = format!("failed at step {step}");
             assert!(
-                done.run.stderr.contains(&named),
+                run.stderr.contains(&named),
                 "the error must name step `{step}`\n{ctx}"
             );
             false
         }
-        _ => panic!("expected {:?}\n{ctx}", case.outcome),
-    };
+        _ => panic!("expected {outcome:?}\n{ctx}"),
+    }
+}
 
-    // What a reader sees: the old output or the complete new one, and a checkpoint
-    // that never runs ahead of the publish.
+/// What a reader sees: the old output or the complete new one, and a checkpoint
+/// that never runs ahead of the publish. Returns the published bytes and the
+/// checkpointed input hash.
+fn assert_old_or_new(w: &World, r: &Refs, ctx: &str) -> (Vec<u8>, String) {
     let raw = w.get(RAW).expect("a published object exists");
-    let sha = ckpt_sha(&w).expect("a checkpoint exists");
+    let sha = ckpt_sha(w).expect("a checkpoint exists");
     assert!(
         raw == r.old_out || raw == r.new_out,
         "published bytes ({} bytes) are neither the old nor the new output\n{ctx}",
@@ -299,6 +331,19 @@ fn check(server: Server, case: Case) -> Done {
         vec![CKPT.to_owned(), RAW.to_owned()],
         "objects outside staging\n{ctx}"
     );
+    (raw, sha)
+}
+
+/// A success published and checkpointed the new input; a failure left what the
+/// case says a reader must see.
+fn assert_end_state(
+    done: &Done,
+    after_failure: Visible,
+    r: &Refs,
+    raw: &[u8],
+    sha: &str,
+    ctx: &str,
+) {
     if done.succeeded {
         assert!(
             raw == r.new_out,
@@ -310,7 +355,7 @@ fn check(server: Server, case: Case) -> Done {
         );
         assert_eq!(done.run.action(), "published", "{ctx}");
     } else {
-        match case.after_failure {
+        match after_failure {
             Visible::Old => {
                 assert!(
                     raw == r.old_out,
@@ -331,6 +376,19 @@ fn check(server: Server, case: Case) -> Done {
             Visible::Any => {}
         }
     }
+}
+
+/// Summarise the faulted run on stderr, with the job's error chain and warnings, so
+/// a passing suite still shows what each fault did.
+fn print_faulted_run(
+    w: &World,
+    done: &Done,
+    case: &Case,
+    server: Server,
+    r: &Refs,
+    raw: &[u8],
+    sha: &str,
+) {
     eprintln!(
         "[{} on {}] faulted run: exit {:?} in {:.1?}, fired {} of {} matching; published {}, checkpoint {}; leftovers {:?}",
         case.name,
@@ -351,9 +409,12 @@ fn check(server: Server, case: Case) -> Done {
             eprintln!("    {line}");
         }
     }
+}
 
-    // --- a plain rerun recovers, and the one after it skips.
-    let rerun = w.run(&input, &[]);
+/// A plain rerun without faults recovers (new output, checkpoint on the new input,
+/// no staging left), and the run after it skips.
+fn assert_rerun_recovers(w: &World, input: &str, r: &Refs, sha: &str, ctx: &str) {
+    let rerun = w.run(input, &[]);
     let expected = if sha == r.new_sha {
         "skipped"
     } else {
@@ -365,16 +426,15 @@ fn check(server: Server, case: Case) -> Done {
         w.get(RAW).unwrap() == r.new_out,
         "rerun must publish the new output"
     );
-    assert_eq!(ckpt_sha(&w).unwrap(), r.new_sha);
+    assert_eq!(ckpt_sha(w).unwrap(), r.new_sha);
     assert!(
         w.leftovers().is_empty(),
         "leftovers after the rerun: {:?}",
         w.leftovers()
     );
-    let again = w.run(&input, &[]);
+    let again = w.run(input, &[]);
     assert_eq!(again.code, Some(0), "{}", again.stderr);
     assert_eq!(again.action(), "skipped");
-    done
 }
 
 fn upload_part(n: u32) -> Match {

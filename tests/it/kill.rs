@@ -462,145 +462,154 @@ fn next_delay(
     lo + x % (hi - lo)
 }
 
-fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
-    let started = Instant::now();
-    let seed = test_seed();
-    let label = format!(
-        "{kind:?}{}{}",
-        if loaded { " under a CPU hog" } else { "" },
-        if form.gzip { " (gzip input)" } else { "" }
-    );
-    // Two versions; each trial replaces the published one with the other.
-    let content = [generated(60_000, 31), generated(55_000, 32)];
-    let inputs = [form.stored(&content[0]), form.stored(&content[1])];
-    let file = form.file_name();
-    let versions = Versions {
-        // A compressed input publishes what its plain content does.
-        outputs: [expected_publish(&content[0]), expected_publish(&content[1])],
-        shas: [sha256(&inputs[0]), sha256(&inputs[1])],
-    };
-    let mut w = World::new(kind, "kill");
-    w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
-    if w.is_s3() {
-        w.env
-            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
-    }
-    // On S3 the runs that get killed go through a proxy that only forwards, so the test
-    // can tell when none of their requests is in flight any more.
-    let proxy = w.server().map(|s| Proxy::start(&s.endpoint()));
-    let endpoint = proxy.as_ref().map(Proxy::url);
-    let via_proxy: Vec<(&str, &str)> = endpoint
-        .iter()
-        .map(|url| ("AWS_ENDPOINT_URL", url.as_str()))
-        .collect();
-    // Started before the span is measured, so the kill instants cover a loaded run.
-    let mut hog = loaded.then(CpuHog::start);
-    // Publish input 0, then time two clean runs that do what a trial's run does
-    // (replace the other input's publish, through the same route), ending on input 0
-    // published again. A first publish into a fresh lake is slower on some servers
-    // and would put many kill instants after the run's end.
-    let mut taken = Duration::ZERO;
-    let input = w.put_input(&file, &inputs[0]);
-    for (i, which) in [0, 1, 0].into_iter().enumerate() {
-        w.put_input(&file, &inputs[which]);
-        let t = Instant::now();
-        let r = w.run_env(&input, &[], &via_proxy);
-        assert_eq!(
-            r.code,
-            Some(0),
-            "{label}: clean run {i} of input {which}: {}",
-            r.stderr
+/// What every trial of one backend shares: the lake, the two inputs and what they
+/// publish, and on S3 the proxy the killed runs go through.
+struct Rig {
+    label: String,
+    seed: u64,
+    form: Form,
+    /// The proxy's URL, the S3 endpoint of the runs that get killed.
+    endpoint: Option<String>,
+    /// Declared before `w`, so that it is dropped before the lake it forwards to.
+    proxy: Option<Proxy>,
+    w: World,
+    /// The stored bytes of each input.
+    inputs: [Vec<u8>; 2],
+    /// The input's file name in the inbox.
+    file: String,
+    versions: Versions,
+}
+
+impl Rig {
+    /// Set up the backend's lake and the two versions a trial alternates between; on
+    /// S3 also start the proxy, so the test can tell when none of a killed run's
+    /// requests is in flight any more.
+    fn new(kind: Kind, loaded: bool, form: Form) -> Rig {
+        let seed = test_seed();
+        let label = format!(
+            "{kind:?}{}{}",
+            if loaded { " under a CPU hog" } else { "" },
+            if form.gzip { " (gzip input)" } else { "" }
         );
-        if i > 0 {
-            taken += t.elapsed();
+        // Two versions; each trial replaces the published one with the other.
+        let content = [generated(60_000, 31), generated(55_000, 32)];
+        let inputs = [form.stored(&content[0]), form.stored(&content[1])];
+        let file = form.file_name();
+        let versions = Versions {
+            // A compressed input publishes what its plain content does.
+            outputs: [expected_publish(&content[0]), expected_publish(&content[1])],
+            shas: [sha256(&inputs[0]), sha256(&inputs[1])],
+        };
+        let mut w = World::new(kind, "kill");
+        w.env.push(("LANDING_S3_PART_SIZE_MIB".into(), "5".into()));
+        if w.is_s3() {
+            w.env
+                .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        }
+        // On S3 the runs that get killed go through a proxy that only forwards, so the test
+        // can tell when none of their requests is in flight any more.
+        let proxy = w.server().map(|s| Proxy::start(&s.endpoint()));
+        let endpoint = proxy.as_ref().map(Proxy::url);
+        Rig {
+            label,
+            seed,
+            form,
+            endpoint,
+            proxy,
+            w,
+            inputs,
+            file,
+            versions,
         }
     }
-    // Kill instants spread over the mean time of those replacing runs.
-    let mut span = (taken / 2).as_micros().max(1) as u64;
-    let mut trials = 0;
-    let mut kills = 0;
-    // Runs that ended by themselves before their kill instant.
-    let mut finished = 0;
-    let mut conflicts = 0;
-    // Run ids of the plain reruns, to tell whose checkpoint a failure saw.
-    let mut runs: Vec<String> = Vec::new();
-    let mut failures: Vec<String> = Vec::new();
-    // Old raw bytes under a checkpoint of the new input: a killed run's late promotion.
-    let mut late_copies = 0;
-    // Kill instants (µs) by the window they landed in.
-    let mut windows: std::collections::BTreeMap<Window, Vec<u64>> = Default::default();
-    let short = |windows: &std::collections::BTreeMap<Window, Vec<u64>>| {
-        WINDOWS
-            .into_iter()
-            .find(|w| windows.get(w).map_or(0, Vec::len) < form.per_window)
-    };
-    // Kills placed by a crash point, by window.
-    let mut placed: std::collections::BTreeMap<Window, usize> = Default::default();
-    let mut aimed = 0;
-    let mut placed_trials: u64 = 0;
-    loop {
-        let shot = if kills < form.min_kills && trials < form.max_trials {
-            Shot::At(next_delay(splitmix(seed ^ trials), span, &windows, None))
-        } else if let Some(want) = short(&windows).filter(|_| aimed < AIMED_TRIALS) {
-            aimed += 1;
-            Shot::At(next_delay(
-                splitmix(seed ^ trials),
-                span,
-                &windows,
-                Some(want),
-            ))
-        } else if let Some(want) = WINDOWS
-            .into_iter()
-            .find(|w| {
-                windows.get(w).map_or(0, Vec::len) + placed.get(w).copied().unwrap_or(0)
-                    < form.per_window
-            })
-            // A crash point that misses its window is a failure already; do not retry it
-            // without end.
-            .filter(|_| placed_trials < (2 * WINDOWS.len() * form.per_window) as u64)
-        {
-            Shot::Placed(want)
-        } else {
-            break;
-        };
-        let trial = trials + placed_trials;
-        match shot {
-            Shot::At(_) => trials += 1,
-            Shot::Placed(_) => placed_trials += 1,
+
+    /// The environment that sends a run through the proxy (empty on a local lake).
+    fn via_proxy(&self) -> Vec<(&str, &str)> {
+        self.endpoint
+            .iter()
+            .map(|url| ("AWS_ENDPOINT_URL", url.as_str()))
+            .collect()
+    }
+
+    /// Publish input 0 and time the clean replacing runs; returns the input's path and
+    /// the span (µs) the kill instants spread over.
+    fn clean_runs(&self) -> (String, u64) {
+        let via_proxy = self.via_proxy();
+        // Publish input 0, then time two clean runs that do what a trial's run does
+        // (replace the other input's publish, through the same route), ending on input 0
+        // published again. A first publish into a fresh lake is slower on some servers
+        // and would put many kill instants after the run's end.
+        let mut taken = Duration::ZERO;
+        let input = self.w.put_input(&self.file, &self.inputs[0]);
+        for (i, which) in [0, 1, 0].into_iter().enumerate() {
+            self.w.put_input(&self.file, &self.inputs[which]);
+            let t = Instant::now();
+            let r = self.w.run_env(&input, &[], &via_proxy);
+            assert_eq!(
+                r.code,
+                Some(0),
+                "{}: clean run {i} of input {which}: {}",
+                self.label,
+                r.stderr
+            );
+            if i > 0 {
+                taken += t.elapsed();
+            }
         }
-        // The first run published input 0; trial 0 replaces it with input 1, and so on.
-        let new = ((trial + 1) % 2) as usize;
-        let ctx = match shot {
+        // Kill instants spread over the mean time of those replacing runs.
+        (input, (taken / 2).as_micros().max(1) as u64)
+    }
+
+    /// The trial's name in messages: label, seed, trial and how its run dies.
+    fn context(&self, trial: u64, shot: Shot) -> String {
+        let (label, seed) = (&self.label, self.seed);
+        match shot {
             Shot::At(us) => format!(
                 "{label} seed {seed} trial {trial} delay {:?}",
                 Duration::from_micros(us)
             ),
             Shot::Placed(want) => format!("{label} seed {seed} trial {trial} placed in {want:?}"),
-        };
-        if let Some(hog) = hog.as_mut() {
+        }
+    }
+
+    /// One trial: put the new input, run it until `shot` kills it, check the lake
+    /// after the kill and place the kill in its window, then rerun plainly and check
+    /// again.
+    fn trial(&self, input: &str, t: &mut Tally, hog: Option<&mut CpuHog>, trial: u64, shot: Shot) {
+        // The first run published input 0; trial 0 replaces it with input 1, and so on.
+        let new = ((trial + 1) % 2) as usize;
+        let ctx = self.context(trial, shot);
+        if let Some(hog) = hog {
             if !hog.still_loading() {
-                failures.push(format!(
+                t.failures.push(format!(
                     "{ctx}: the CPU hog did no work since the previous trial"
                 ));
             }
         }
-        let mut check = |phase: Phase, failures: &mut Vec<String>, runs: &[String]| {
-            let p = lake_problems(&w, &versions, new, phase);
-            if p.late_copy {
-                late_copies += 1;
-            }
-            if !p.found.is_empty() {
-                failures.push(format!(
-                    "{ctx} {}: {}; {}; earlier runs: {runs:?}",
-                    phase.label(),
-                    p.found.join("; "),
-                    state(&w)
-                ));
-            }
-        };
-        w.put_input(&file, &inputs[new]);
-        let holder_before = lease_of(&w).map(|(h, _)| h);
-        let mut env = via_proxy.clone();
+        self.w.put_input(&self.file, &self.inputs[new]);
+        let holder_before = lease_of(&self.w).map(|(h, _)| h);
+        let (status, spawned) = self.shoot(input, shot);
+        let killed = t.record_exit(&ctx, shot, status, spawned);
+
+        if let Some(proxy) = &self.proxy {
+            t.check(self, new, Phase::Killed, &ctx);
+            // A request the killed run sent may still be executing on the server.
+            proxy.wait_idle(IDLE_BOUND);
+        }
+        t.check(self, new, Phase::Settled, &ctx);
+        if killed {
+            let window = window_of(&self.w, &self.versions, new, &holder_before);
+            t.record_window(&self.w, &ctx, shot, window);
+        }
+
+        self.rerun(input, t, new, &ctx);
+    }
+
+    /// Start a run through the proxy that dies by `shot`: SIGKILL from the test after
+    /// its delay, or its own at the crash point of its window; then reap it. Returns
+    /// its exit status and when it was spawned.
+    fn shoot(&self, input: &str, shot: Shot) -> (std::process::ExitStatus, Instant) {
+        let mut env = self.via_proxy();
         if let Shot::Placed(want) = shot {
             env.push((
                 "LANDING_CRASH_AT",
@@ -608,8 +617,12 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
             ));
         }
         let spawned = Instant::now();
-        let mut child = w
-            .command(&["run", "--input", &input, "--lake", &w.lake_arg()], &env)
+        let mut child = self
+            .w
+            .command(
+                &["run", "--input", input, "--lake", &self.w.lake_arg()],
+                &env,
+            )
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -622,137 +635,313 @@ fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
             child.kill().expect("SIGKILL the run");
         }
         let status = child.wait().expect("reap the run");
-        let killed = status.signal() == Some(libc::SIGKILL);
-        if let (Shot::Placed(want), false) = (shot, killed) {
-            failures.push(format!(
-                "{ctx}: the run was to kill itself in the {want:?} window; it ended {status}"
-            ));
-        } else if !killed {
-            finished += 1;
-            // The clean runs were measured on a busier machine than this one: keep
-            // the instants inside the runs seen now, or most trials only watch.
-            let ran = spawned.elapsed().as_micros() as u64;
-            span = span.min((ran * 3 / 4).max(1));
-            if !status.success() {
-                eprintln!("{ctx}: the run ended by itself before its kill: {status}");
-            }
-        }
+        (status, spawned)
+    }
 
-        if let Some(proxy) = &proxy {
-            check(Phase::Killed, &mut failures, &runs);
-            // A request the killed run sent may still be executing on the server.
-            proxy.wait_idle(IDLE_BOUND);
-        }
-        check(Phase::Settled, &mut failures, &runs);
-        if killed {
-            let window = window_of(&w, &versions, new, &holder_before);
-            match shot {
-                // A kill before the run held its lease tests nothing of the contract.
-                Shot::At(delay_us) => {
-                    windows.entry(window).or_default().push(delay_us);
-                    if window != Window::Start {
-                        kills += 1;
-                    }
-                }
-                Shot::Placed(want) if want == window => *placed.entry(want).or_default() += 1,
-                Shot::Placed(want) => failures.push(format!(
-                    "{ctx}: the crash point of the {want:?} window left the lake of the \
-                     {window:?} window; {}",
-                    state(&w)
-                )),
-            }
-        }
-
+    /// The plain rerun after the kill (once more if it stopped on a conflict), then
+    /// check that it converged on the new input, that the lake is sound and that no
+    /// staging is left.
+    fn rerun(&self, input: &str, t: &mut Tally, new: usize, ctx: &str) {
+        let w = &self.w;
         // On S3 a killed holder's lease is taken over once its record stayed
         // unchanged for a TTL of the rerun's own clock; and a killed run's copy still
         // executing on the server can land between the rerun's decision and its
         // promotion, which the fence turns into a conflict (75): rerun once more.
         let takeover = ["--lease-wait", TAKEOVER_WAIT];
-        let mut r = w.run(&input, &takeover);
+        let mut r = w.run(input, &takeover);
         if r.code == Some(75) {
-            conflicts += 1;
+            t.conflicts += 1;
             eprintln!(
                 "{ctx}: rerun stopped on a conflict: {}",
                 last_error(&r.stderr)
             );
-            r = w.run(&input, &takeover);
+            r = w.run(input, &takeover);
         }
-        runs.push(
+        t.runs.push(
             r.summary
                 .as_ref()
                 .map(|s| s["run_id"].to_string())
                 .unwrap_or_default(),
         );
         if r.code != Some(0) {
-            failures.push(format!(
+            t.failures.push(format!(
                 "{ctx}: rerun failed ({:?}); {}\n{}",
                 r.code,
-                state(&w),
+                state(w),
                 r.stderr
             ));
-            continue;
+            return;
         }
-        let converged = w.get(RAW).as_deref() == Some(versions.outputs[new].as_slice())
-            && ckpt_sha(&w).as_deref() == Some(versions.shas[new].as_str());
+        let converged = w.get(RAW).as_deref() == Some(self.versions.outputs[new].as_slice())
+            && ckpt_sha(w).as_deref() == Some(self.versions.shas[new].as_str());
         if !converged {
-            failures.push(format!(
+            let runs = &t.runs;
+            t.failures.push(format!(
                 "{ctx}: rerun ({}) did not converge on the new input; {}; earlier runs: {runs:?}",
                 r.action(),
-                state(&w)
+                state(w)
             ));
         }
-        check(Phase::Rerun, &mut failures, &runs);
+        t.check(self, new, Phase::Rerun, ctx);
         let leftovers = w.leftovers();
         if !leftovers.is_empty() {
-            failures.push(format!("{ctx}: leftovers {leftovers:?}; {}", state(&w)));
+            t.failures
+                .push(format!("{ctx}: leftovers {leftovers:?}; {}", state(w)));
         }
     }
-    drop(hog);
-    let took = started.elapsed();
-    let per_window: Vec<String> = windows
-        .iter()
-        .map(|(w, d)| format!("{w:?} {}", d.len()))
-        .collect();
-    let placed_per_window: Vec<String> = placed.iter().map(|(w, n)| format!("{w:?} {n}")).collect();
-    eprintln!(
-        "{label}: {kills} real kills in {trials} trials (by window: {}; {finished} runs ended \
-         by themselves first), placed kills: {}, {conflicts} reruns stopped on a conflict, \
-         {} failures ({late_copies} late copies), seed {seed}, a clean replacing run {:.1?}, \
-         {took:.1?} in all",
-        per_window.join(", "),
-        if placed.is_empty() {
-            "none".to_owned()
+}
+
+/// What a backend's trials have counted so far, and what went wrong in them.
+struct Tally {
+    /// The span (µs) the kill instants spread over.
+    span: u64,
+    /// Random trials so far.
+    trials: u64,
+    /// Real kills: a random kill after the run held its lease.
+    kills: u64,
+    /// Runs that ended by themselves before their kill instant.
+    finished: u64,
+    /// Reruns that stopped on a conflict.
+    conflicts: u64,
+    /// Run ids of the plain reruns, to tell whose checkpoint a failure saw.
+    runs: Vec<String>,
+    failures: Vec<String>,
+    /// Old raw bytes under a checkpoint of the new input: a killed run's late promotion.
+    late_copies: u64,
+    /// Kill instants (µs) by the window they landed in.
+    windows: std::collections::BTreeMap<Window, Vec<u64>>,
+    /// Kills placed by a crash point, by window.
+    placed: std::collections::BTreeMap<Window, usize>,
+    /// Random trials aimed at a short window.
+    aimed: u64,
+    placed_trials: u64,
+}
+
+impl Tally {
+    /// Nothing counted yet; kill instants spread over `span` µs.
+    fn new(span: u64) -> Tally {
+        Tally {
+            span,
+            trials: 0,
+            kills: 0,
+            finished: 0,
+            conflicts: 0,
+            runs: Vec::new(),
+            failures: Vec::new(),
+            late_copies: 0,
+            windows: Default::default(),
+            placed: Default::default(),
+            aimed: 0,
+            placed_trials: 0,
+        }
+    }
+
+    /// The first window of [`WINDOWS`] with fewer random kills than `per_window`.
+    fn short(&self, per_window: usize) -> Option<Window> {
+        WINDOWS
+            .into_iter()
+            .find(|w| self.windows.get(w).map_or(0, Vec::len) < per_window)
+    }
+
+    /// The next trial's number and how its run dies, counted; `None` once the trials
+    /// are done. Random instants until the real kills are in (or the bound is reached),
+    /// then instants aimed at a window still short, then kills placed in one.
+    fn next_shot(&mut self, form: Form, seed: u64) -> Option<(u64, Shot)> {
+        let shot = if self.kills < form.min_kills && self.trials < form.max_trials {
+            Shot::At(next_delay(
+                splitmix(seed ^ self.trials),
+                self.span,
+                &self.windows,
+                None,
+            ))
+        } else if let Some(want) = self
+            .short(form.per_window)
+            .filter(|_| self.aimed < AIMED_TRIALS)
+        {
+            self.aimed += 1;
+            Shot::At(next_delay(
+                splitmix(seed ^ self.trials),
+                self.span,
+                &self.windows,
+                Some(want),
+            ))
+        } else if let Some(want) = WINDOWS
+            .into_iter()
+            .find(|w| {
+                self.windows.get(w).map_or(0, Vec::len) + self.placed.get(w).copied().unwrap_or(0)
+                    < form.per_window
+            })
+            // A crash point that misses its window is a failure already; do not retry it
+            // without end.
+            .filter(|_| self.placed_trials < (2 * WINDOWS.len() * form.per_window) as u64)
+        {
+            Shot::Placed(want)
         } else {
-            placed_per_window.join(", ")
-        },
-        failures.len(),
-        Duration::from_micros(span)
-    );
-    for want in WINDOWS {
-        let got = windows.get(&want).map_or(0, Vec::len) + placed.get(&want).copied().unwrap_or(0);
-        if got < form.per_window {
-            failures.push(format!(
-                "{label} seed {seed}: {got} kills in the {want:?} window, random or placed; \
-                 {} were needed",
-                form.per_window
+            return None;
+        };
+        let trial = self.trials + self.placed_trials;
+        match shot {
+            Shot::At(_) => self.trials += 1,
+            Shot::Placed(_) => self.placed_trials += 1,
+        }
+        Some((trial, shot))
+    }
+
+    /// Count how the run ended: a placed run that did not kill itself is a failure;
+    /// a random one that ended by itself narrows the span to the runs seen now.
+    /// Returns whether the run was SIGKILLed.
+    fn record_exit(
+        &mut self,
+        ctx: &str,
+        shot: Shot,
+        status: std::process::ExitStatus,
+        spawned: Instant,
+    ) -> bool {
+        let killed = status.signal() == Some(libc::SIGKILL);
+        if let (Shot::Placed(want), false) = (shot, killed) {
+            self.failures.push(format!(
+                "{ctx}: the run was to kill itself in the {want:?} window; it ended {status}"
+            ));
+        } else if !killed {
+            self.finished += 1;
+            // The clean runs were measured on a busier machine than this one: keep
+            // the instants inside the runs seen now, or most trials only watch.
+            let ran = spawned.elapsed().as_micros() as u64;
+            self.span = self.span.min((ran * 3 / 4).max(1));
+            if !status.success() {
+                eprintln!("{ctx}: the run ended by itself before its kill: {status}");
+            }
+        }
+        killed
+    }
+
+    /// Check the lake at `phase` of a trial that replaces with input `new`: count a
+    /// late copy, and record what is wrong with the reruns seen so far.
+    fn check(&mut self, rig: &Rig, new: usize, phase: Phase, ctx: &str) {
+        let p = lake_problems(&rig.w, &rig.versions, new, phase);
+        if p.late_copy {
+            self.late_copies += 1;
+        }
+        if !p.found.is_empty() {
+            let runs = &self.runs;
+            self.failures.push(format!(
+                "{ctx} {}: {}; {}; earlier runs: {runs:?}",
+                phase.label(),
+                p.found.join("; "),
+                state(&rig.w)
             ));
         }
     }
-    // The trials must actually have killed runs, not only watched them finish.
-    if kills < form.min_kills {
-        failures.push(format!(
-            "{label} seed {seed}: only {kills} real kills in {trials} trials, the bound; \
-             {} were needed",
-            form.min_kills
-        ));
+
+    /// Count a kill in the `window` the settled lake shows: a random one by its
+    /// instant (a real kill unless it came before the lease), a placed one only in
+    /// the window it was aimed at, else a failure.
+    fn record_window(&mut self, w: &World, ctx: &str, shot: Shot, window: Window) {
+        match shot {
+            // A kill before the run held its lease tests nothing of the contract.
+            Shot::At(delay_us) => {
+                self.windows.entry(window).or_default().push(delay_us);
+                if window != Window::Start {
+                    self.kills += 1;
+                }
+            }
+            Shot::Placed(want) if want == window => *self.placed.entry(want).or_default() += 1,
+            Shot::Placed(want) => self.failures.push(format!(
+                "{ctx}: the crash point of the {want:?} window left the lake of the \
+                 {window:?} window; {}",
+                state(w)
+            )),
+        }
     }
-    assert!(
-        failures.is_empty(),
-        "{label}: {} failures in {trials} trials ({late_copies} with old raw bytes under a \
-         newer checkpoint):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+
+    /// Print the backend's line (`<label>: N real kills in M trials`, by window,
+    /// placed kills, conflicts and failures).
+    fn report(&self, rig: &Rig, took: Duration) {
+        let (label, seed) = (&rig.label, rig.seed);
+        let Tally {
+            span,
+            trials,
+            kills,
+            finished,
+            conflicts,
+            late_copies,
+            ..
+        } = *self;
+        let per_window: Vec<String> = self
+            .windows
+            .iter()
+            .map(|(w, d)| format!("{w:?} {}", d.len()))
+            .collect();
+        let placed_per_window: Vec<String> = self
+            .placed
+            .iter()
+            .map(|(w, n)| format!("{w:?} {n}"))
+            .collect();
+        eprintln!(
+            "{label}: {kills} real kills in {trials} trials (by window: {}; {finished} runs ended \
+             by themselves first), placed kills: {}, {conflicts} reruns stopped on a conflict, \
+             {} failures ({late_copies} late copies), seed {seed}, a clean replacing run {:.1?}, \
+             {took:.1?} in all",
+            per_window.join(", "),
+            if self.placed.is_empty() {
+                "none".to_owned()
+            } else {
+                placed_per_window.join(", ")
+            },
+            self.failures.len(),
+            Duration::from_micros(span)
+        );
+    }
+
+    /// Fail the test on any failure of the trials, on a window short of kills, or on
+    /// fewer real kills than the form needs.
+    fn judge(mut self, rig: &Rig) {
+        let (label, seed, form) = (&rig.label, rig.seed, rig.form);
+        let (trials, kills, late_copies) = (self.trials, self.kills, self.late_copies);
+        for want in WINDOWS {
+            let got = self.windows.get(&want).map_or(0, Vec::len)
+                + self.placed.get(&want).copied().unwrap_or(0);
+            if got < form.per_window {
+                self.failures.push(format!(
+                    "{label} seed {seed}: {got} kills in the {want:?} window, random or placed; \
+                     {} were needed",
+                    form.per_window
+                ));
+            }
+        }
+        // The trials must actually have killed runs, not only watched them finish.
+        if kills < form.min_kills {
+            self.failures.push(format!(
+                "{label} seed {seed}: only {kills} real kills in {trials} trials, the bound; \
+                 {} were needed",
+                form.min_kills
+            ));
+        }
+        assert!(
+            self.failures.is_empty(),
+            "{label}: {} failures in {trials} trials ({late_copies} with old raw bytes under a \
+             newer checkpoint):\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+/// Run a backend's kill trials (see the module's doc) and fail on any broken
+/// invariant or too few kills.
+fn kill_anywhere_trials(kind: Kind, loaded: bool, form: Form) {
+    let started = Instant::now();
+    let rig = Rig::new(kind, loaded, form);
+    // Started before the span is measured, so the kill instants cover a loaded run.
+    let mut hog = loaded.then(CpuHog::start);
+    let (input, span) = rig.clean_runs();
+    let mut tally = Tally::new(span);
+    while let Some((trial, shot)) = tally.next_shot(form, rig.seed) {
+        rig.trial(&input, &mut tally, hog.as_mut(), trial, shot);
+    }
+    drop(hog);
+    tally.report(&rig, started.elapsed());
+    tally.judge(&rig);
 }
 
 fn last_error(stderr: &str) -> String {

@@ -1,6 +1,6 @@
 //! The reference model against the binary: seeded corpora of every shipped contract,
 //! landed by `landing run` on every backend, must give exactly what the model says
-//! (tests/model/, written from docs/CONTRACT.md and docs/contracts.md alone): exit
+//! (tests/model/, written from docs/interface.md and docs/contracts.md alone): exit
 //! code, action, reason, counts, published and quarantine bytes. Plain inputs, gzip
 //! and zstd forms, several reject caps (0, one below the day's rejects, exactly its
 //! rejects, none), and runs that spill.

@@ -677,25 +677,21 @@ fn check_quiet_end(s: &Soak) {
     }
 }
 
-fn soak(kind: Kind) {
-    let minutes: f64 = std::env::var("LANDING_NEMESIS_MINUTES")
+/// The soak's length in minutes: `LANDING_NEMESIS_MINUTES`, 3 unless set.
+fn soak_minutes() -> f64 {
+    std::env::var("LANDING_NEMESIS_MINUTES")
         .ok()
         .map(|m| {
             m.parse()
                 .expect("LANDING_NEMESIS_MINUTES: a number of minutes")
         })
-        .unwrap_or(3.0);
-    let seed = test_seed();
-    // Fails here, not in the first skewed run, if libfaketime is missing.
-    skewed_clock("+0");
-    let mut w = World::new(kind, "nemesis");
-    w.env
-        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
-    // TTL 5 s plus the margin: the attempt timeout (2 s) on S3, a tenth of the TTL on
-    // a local lake.
-    let ttl_and_margin = Duration::from_secs(if w.is_s3() { 7 } else { 6 });
-    let outage = Arc::new(AtomicBool::new(false));
-    let proxy = w.server().map(|server| {
+        .unwrap_or(3.0)
+}
+
+/// On S3, a fault proxy before the server with one standing rule: reset every
+/// connection while `outage` is set, so the nemesis can cut the store off at will.
+fn outage_proxy(w: &World, outage: &Arc<AtomicBool>) -> Option<Proxy> {
+    w.server().map(|server| {
         let p = Proxy::start(&server.endpoint());
         let down = outage.clone();
         p.arm(
@@ -706,7 +702,89 @@ fn soak(kind: Kind) {
             .always(),
         );
         p
-    });
+    })
+}
+
+/// Workers, producer, reader and nemesis for `minutes`, then stops them all and waits
+/// for every run to end (thawing frozen ones); returns the rules the nemesis armed.
+fn run_soak(s: &Soak, seed: u64, rules: &[(String, Rule)], minutes: f64) -> Vec<(String, RuleId)> {
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS).map(|_| scope.spawn(|| worker(s))).collect();
+        let producer = scope.spawn(|| producer(s, seed));
+        let reader = scope.spawn(|| reader(s));
+        let nemesis = scope.spawn(|| nemesis(s, rules));
+        std::thread::sleep(Duration::from_secs_f64(minutes * 60.0));
+        s.stop.store(true, Ordering::SeqCst);
+        let armed = nemesis.join().expect("the nemesis");
+        producer.join().expect("the producer");
+        // Frozen runs go on, so that every worker's last run ends.
+        while workers.iter().any(|w| !w.is_finished()) {
+            thaw_and_watch(s, true);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for w in workers {
+            w.join().expect("a worker");
+        }
+        reader.join().expect("the reader");
+        armed
+    })
+}
+
+/// Counts, by kind, the armed proxy faults that actually fired, then lets the proxy
+/// go idle, so the tally shows what the soak really went through.
+fn tally_fired_faults(s: &Soak, armed: &[(String, RuleId)]) {
+    if let Some(proxy) = &s.proxy {
+        for (kind, id) in armed {
+            let n = proxy.fired(*id) as u64;
+            if n > 0 {
+                *s.tally
+                    .lock()
+                    .unwrap()
+                    .faults
+                    .entry(kind.clone())
+                    .or_default() += n;
+            }
+        }
+        proxy.wait_idle(Duration::from_secs(120));
+    }
+}
+
+/// Prints the soak's summary line (length, seed, operations, exits, faults, reads,
+/// anomalies), so a run shows what it covered even when it passes.
+fn print_summary(s: &Soak, t: &Tally, kind: Kind, seed: u64, soaked: Duration) {
+    let list = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let versions: usize = s.versions.lock().unwrap().iter().map(Vec::len).sum();
+    eprintln!(
+        "nemesis {kind:?}: {:.1} min, seed {seed}; runs: {} ({}); exits: {}; faults: {}; \
+         {versions} input versions; {} reads of raw/; {} anomalies",
+        soaked.as_secs_f64() / 60.0,
+        t.ops.values().sum::<u64>(),
+        list(&t.ops),
+        list(&t.exits),
+        list(&t.faults),
+        t.reads,
+        t.anomalies.len()
+    );
+}
+
+fn soak(kind: Kind) {
+    let minutes = soak_minutes();
+    let seed = test_seed();
+    // Fails here, not in the first skewed run, if libfaketime is missing.
+    skewed_clock("+0");
+    let mut w = World::new(kind, "nemesis");
+    w.env
+        .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    // TTL 5 s plus the margin: the attempt timeout (2 s) on S3, a tenth of the TTL on
+    // a local lake.
+    let ttl_and_margin = Duration::from_secs(if w.is_s3() { 7 } else { 6 });
+    let outage = Arc::new(AtomicBool::new(false));
+    let proxy = outage_proxy(&w, &outage);
     let s = Soak {
         w: &w,
         rng: Rng(AtomicU64::new(seed)),
@@ -730,63 +808,14 @@ fn soak(kind: Kind) {
     }
     let rules = fault_rules();
     let started = Instant::now();
-    let armed = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..WORKERS).map(|_| scope.spawn(|| worker(&s))).collect();
-        let producer = scope.spawn(|| producer(&s, seed));
-        let reader = scope.spawn(|| reader(&s));
-        let nemesis = scope.spawn(|| nemesis(&s, &rules));
-        std::thread::sleep(Duration::from_secs_f64(minutes * 60.0));
-        s.stop.store(true, Ordering::SeqCst);
-        let armed = nemesis.join().expect("the nemesis");
-        producer.join().expect("the producer");
-        // Frozen runs go on, so that every worker's last run ends.
-        while workers.iter().any(|w| !w.is_finished()) {
-            thaw_and_watch(&s, true);
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        for w in workers {
-            w.join().expect("a worker");
-        }
-        reader.join().expect("the reader");
-        armed
-    });
+    let armed = run_soak(&s, seed, &rules, minutes);
     let soaked = started.elapsed();
     s.outage.store(false, Ordering::SeqCst);
-    if let Some(proxy) = &s.proxy {
-        for (kind, id) in &armed {
-            let n = proxy.fired(*id) as u64;
-            if n > 0 {
-                *s.tally
-                    .lock()
-                    .unwrap()
-                    .faults
-                    .entry(kind.clone())
-                    .or_default() += n;
-            }
-        }
-        proxy.wait_idle(Duration::from_secs(120));
-    }
+    tally_fired_faults(&s, &armed);
     judge_runs(&s);
     check_quiet_end(&s);
     let t = s.tally.lock().unwrap();
-    let list = |m: &BTreeMap<String, u64>| {
-        m.iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let versions: usize = s.versions.lock().unwrap().iter().map(Vec::len).sum();
-    eprintln!(
-        "nemesis {kind:?}: {:.1} min, seed {seed}; runs: {} ({}); exits: {}; faults: {}; \
-         {versions} input versions; {} reads of raw/; {} anomalies",
-        soaked.as_secs_f64() / 60.0,
-        t.ops.values().sum::<u64>(),
-        list(&t.ops),
-        list(&t.exits),
-        list(&t.faults),
-        t.reads,
-        t.anomalies.len()
-    );
+    print_summary(&s, &t, kind, seed, soaked);
     assert!(
         t.anomalies.is_empty(),
         "nemesis {kind:?} seed {seed}: {} anomalies:\n{}",

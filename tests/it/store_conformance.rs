@@ -10,13 +10,11 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_s3::Client;
 use bytes::Bytes;
-use landing::store::local::LocalStore;
-use landing::store::s3::S3Store;
-use landing::store::s3::{ChecksumMode, ConditionalCopy, S3Options};
-use landing::store::{
-    Condition, CopyFence, Expect, Gate, ObjectMeta, Staged, Store, Sweep, Upload,
-};
-use landing::Error;
+use landing_error::Error;
+use landing_store::local::LocalStore;
+use landing_store::s3::S3Store;
+use landing_store::s3::{ChecksumMode, ConditionalCopy, S3Options};
+use landing_store::{Condition, CopyFence, Expect, Gate, ObjectMeta, Staged, Store, Sweep, Upload};
 use tokio::io::AsyncReadExt;
 
 use crate::support::{test_s3_config, Kind, Server};
@@ -237,7 +235,7 @@ async fn promote(
     store: &dyn Store,
     staged: &Staged,
     expect: &Expect,
-) -> landing::Result<ObjectMeta> {
+) -> landing_error::Result<ObjectMeta> {
     let fence = store.fencing(&staged.dest_key, RUN_1).await?;
     store.promote(staged, expect, fence).await
 }
@@ -270,7 +268,7 @@ async fn round_trip(fx: &Fixture, store: &dyn Store, name: &str, data: &[u8], ch
     );
 }
 
-fn assert_precondition<T: std::fmt::Debug>(r: landing::Result<T>, what: &str) {
+fn assert_precondition<T: std::fmt::Debug>(r: landing_error::Result<T>, what: &str) {
     match r {
         Err(Error::Precondition { .. }) => {}
         other => panic!("{what}: expected Precondition, got {other:?}"),

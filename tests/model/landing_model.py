@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reference model (test oracle) of landing's line contract.
 
-Written only from docs/CONTRACT.md (sections 1-3) and docs/contracts.md, without
+Written only from docs/interface.md (sections 1-3) and docs/contracts.md, without
 reading the Rust code. Given a contract and an input's bytes it says what landing
 should do: publish (which canonical bytes, which quarantine records, which counts)
 or refuse (why, at which line). Python 3.11 standard library only.
@@ -39,7 +39,7 @@ READING 10: a "±HH:MM" offset has HH 00-23 and MM 00-59 (RFC 3339 time-numoffse
   "+24:00" or "+05:60" is invalid_<field>.
 READING 11: JSON has no nesting limit: a line nested deeper than Python's
   recursive parser goes is parsed again without recursion, with the same result.
-READING 12: a contract without max_line_bytes uses 1 MiB (CONTRACT.md's default).
+READING 12: a contract without max_line_bytes uses 1 MiB (interface.md's default).
 READING 13: corrupt_compression overrides every line-based outcome ("it names the
   stream, not a line, even when damaged content decoded to bad lines first"). The
   model gives no line and counts of 0 for it: how far a streaming reader got before

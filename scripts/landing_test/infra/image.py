@@ -47,7 +47,7 @@ def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str]:
       this test command built (target/debug/landing). The Dockerfile's builder
       stage runs unchanged: its stub-dependency step and its real build step both
       call `cargo build --release --locked --bin landing`; the fake checks the
-      arguments and that the copied Cargo files and src/ are the project's, then
+      arguments and that the copied Cargo files, sources and contracts/ are the project's, then
       puts the prebuilt binary where cargo would. A real release build is 10-15
       minutes of 2 cores; this is seconds.
     tools: busybox alone, bind-mounted into test steps (never part of the image
@@ -83,8 +83,9 @@ def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str]:
     shutil.copy2(PROGRAMS / "fake-cargo.sh", bd / "usr/local/bin/cargo")
     (bd / "usr/local/bin/cargo").chmod(0o755)
     shutil.copy2(binary, bd / "prebuilt/landing")
-    run(["sh", "-c", "sha256sum Cargo.toml Cargo.lock > $0", bd / "prebuilt/manifests.sha256"], cwd=ROOT)
-    run(["sh", "-c", "find src -type f | LC_ALL=C sort | xargs sha256sum > $0", bd / "prebuilt/src.sha256"], cwd=ROOT)
+    run(["sh", "-c", "sha256sum Cargo.toml Cargo.lock crates/*/Cargo.toml > $0", bd / "prebuilt/manifests.sha256"], cwd=ROOT)
+    run(["sh", "-c", "find src crates contracts -type f | LC_ALL=C sort | xargs sha256sum > $0", bd / "prebuilt/src.sha256"],
+        cwd=ROOT)
 
     tools = work / "tools"
     (tools / "bin").mkdir(parents=True)

@@ -1,5 +1,5 @@
 //! The reference model as the tests' expected value: `tests/model/landing_model.py`,
-//! written from docs/CONTRACT.md and docs/contracts.md alone, in another language
+//! written from docs/interface.md and docs/contracts.md alone, in another language
 //! and with another JSON parser, sharing no code with the crate. Whatever a test
 //! expects a run to publish, quarantine, count or refuse comes from here (or from a
 //! literal), never from another run of the binary.

@@ -678,25 +678,8 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
     let mut from_client = BufReader::new(read_half);
     let mut to_client = client;
     loop {
-        let head = match read_head(&mut from_client) {
-            Ok(Some(h)) => h,
-            _ => return End(Some(to_client)),
-        };
-        let Some(req) = parse_request(&head) else {
+        let Some((head, req, body)) = read_request(&mut from_client, &mut to_client) else {
             return End(Some(to_client));
-        };
-        if req
-            .header("expect")
-            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
-            && to_client
-                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .is_err()
-        {
-            return End(Some(to_client));
-        }
-        let body = match read_body(&mut from_client, &req.headers, false) {
-            Ok(b) => b,
-            _ => return End(Some(to_client)),
         };
         let client_close = req
             .header("connection")
@@ -705,33 +688,16 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
         let fault = fault.map(|(_, f)| f);
 
         // Faults answered without asking the server.
-        match &fault {
-            Some(Fault::InternalError) => {
-                let r = error_answer(&req, 500, "Internal Server Error", "InternalError");
-                if to_client.write_all(&r).is_err() {
-                    return End(Some(to_client));
-                }
-                state.answered(index, 500);
-                continue;
+        if let Some((status, reason, code)) = fault.as_ref().and_then(local_answer) {
+            let r = error_answer(&req, status, reason, code);
+            if to_client.write_all(&r).is_err() {
+                return End(Some(to_client));
             }
-            Some(Fault::SlowDown) => {
-                let r = error_answer(&req, 503, "Slow Down", "SlowDown");
-                if to_client.write_all(&r).is_err() {
-                    return End(Some(to_client));
-                }
-                state.answered(index, 503);
-                continue;
-            }
-            Some(Fault::ErrorIn200 { code }) => {
-                let r = error_answer(&req, 200, "OK", code);
-                if to_client.write_all(&r).is_err() {
-                    return End(Some(to_client));
-                }
-                state.answered(index, 200);
-                continue;
-            }
-            Some(Fault::Reset) => return reset(to_client),
-            _ => {}
+            state.answered(index, status);
+            continue;
+        }
+        if matches!(fault, Some(Fault::Reset)) {
+            return reset(to_client);
         }
         debug_assert!(fault.as_ref().is_none_or(Fault::forwards));
         if let Some(Fault::Delay { ms }) = &fault {
@@ -739,33 +705,11 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
         }
 
         // Forward to the server on a fresh connection.
-        let Ok(up) = TcpStream::connect(upstream) else {
+        let Some((to_up, mut from_up)) = forward(upstream, &head, &body) else {
             return reset(to_client);
         };
-        let _ = up.set_nodelay(true);
-        let mut to_up = match up.try_clone() {
-            Ok(c) => c,
-            Err(_) => return reset(to_client),
-        };
-        if to_up
-            .write_all(&head)
-            .and_then(|_| to_up.write_all(&body))
-            .is_err()
-        {
+        let Some((resp_head, status)) = read_response_head(&mut from_up) else {
             return reset(to_client);
-        }
-        let mut from_up = BufReader::new(up);
-        let (resp_head, status) = loop {
-            match read_head(&mut from_up) {
-                Ok(Some(h)) => {
-                    let status = parse_status(&h).unwrap_or(0);
-                    if (100..200).contains(&status) && status != 101 {
-                        continue; // interim answer (100 Continue): not relayed
-                    }
-                    break (h, status);
-                }
-                _ => return reset(to_client),
-            }
         };
         let resp_headers = parse_headers(&resp_head);
         let no_body =
@@ -791,16 +735,7 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
                 continue;
             }
             Some(Fault::CutBody { after }) | Some(Fault::StallBody { after }) => {
-                if to_client.write_all(&resp_head).is_err() {
-                    return End(Some(to_client));
-                }
-                let mut part = Vec::new();
-                let _ = (&mut from_up).take(*after as u64).read_to_end(&mut part);
-                if to_client
-                    .write_all(&part)
-                    .and_then(|_| to_client.flush())
-                    .is_err()
-                {
+                if relay_prefix(&mut to_client, &mut from_up, &resp_head, *after).is_err() {
                     return End(Some(to_client));
                 }
                 state.answered(index, status);
@@ -810,15 +745,8 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
                     let _ = to_client.shutdown(Shutdown::Write);
                     return End(Some(to_client));
                 }
-                // Stall: hold the connection, silent, until the client hangs up (or the
-                // proxy is dropped, which shuts the socket down).
-                let mut sink = [0u8; 4096];
-                loop {
-                    match from_client.read(&mut sink) {
-                        Ok(0) | Err(_) => return End(Some(to_client)),
-                        Ok(_) => {}
-                    }
-                }
+                hold_until_hangup(&mut from_client);
+                return End(Some(to_client));
             }
             _ => {}
         }
@@ -844,6 +772,92 @@ fn serve(client: TcpStream, upstream: &str, state: &State) -> End {
                 }
             }
             Err(_) => return reset(to_client),
+        }
+    }
+}
+
+/// Read the client's next request: its raw head, the parsed request and its body as
+/// on the wire, answering `100 Continue` first when the client waits for it. `None`
+/// when the connection ends or cannot carry another request.
+fn read_request(
+    from_client: &mut impl BufRead,
+    to_client: &mut impl Write,
+) -> Option<(Vec<u8>, Request, Vec<u8>)> {
+    let head = read_head(from_client).ok()??;
+    let req = parse_request(&head)?;
+    if req
+        .header("expect")
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+        && to_client
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .is_err()
+    {
+        return None;
+    }
+    let body = read_body(from_client, &req.headers, false).ok()?;
+    Some((head, req, body))
+}
+
+/// The error answer (status, reason, S3 code) of a fault the proxy gives in the
+/// server's stead, so the request is never forwarded; `None` for any other fault.
+fn local_answer(fault: &Fault) -> Option<(u16, &'static str, &str)> {
+    match fault {
+        Fault::InternalError => Some((500, "Internal Server Error", "InternalError")),
+        Fault::SlowDown => Some((503, "Slow Down", "SlowDown")),
+        Fault::ErrorIn200 { code } => Some((200, "OK", code)),
+        _ => None,
+    }
+}
+
+/// Send the request, as received, to the server on a fresh connection: its write half
+/// and buffered read half. `None` if that fails, and the client connection is reset.
+fn forward(upstream: &str, head: &[u8], body: &[u8]) -> Option<(TcpStream, BufReader<TcpStream>)> {
+    let up = TcpStream::connect(upstream).ok()?;
+    let _ = up.set_nodelay(true);
+    let mut to_up = up.try_clone().ok()?;
+    to_up
+        .write_all(head)
+        .and_then(|_| to_up.write_all(body))
+        .ok()?;
+    Some((to_up, BufReader::new(up)))
+}
+
+/// Read the server's answer head and status, skipping interim answers (100 Continue),
+/// which are not relayed. `None` if no answer can be read.
+fn read_response_head(from_up: &mut impl BufRead) -> Option<(Vec<u8>, u16)> {
+    loop {
+        let h = read_head(from_up).ok()??;
+        let status = parse_status(&h).unwrap_or(0);
+        if (100..200).contains(&status) && status != 101 {
+            continue; // interim answer (100 Continue): not relayed
+        }
+        return Some((h, status));
+    }
+}
+
+/// Relay the answer's head and the first `after` bytes of its body (fewer if the
+/// server's answer ends first), flushed, for `CutBody` and `StallBody`.
+fn relay_prefix(
+    to_client: &mut impl Write,
+    from_up: &mut impl Read,
+    resp_head: &[u8],
+    after: usize,
+) -> io::Result<()> {
+    to_client.write_all(resp_head)?;
+    let mut part = Vec::new();
+    let _ = from_up.take(after as u64).read_to_end(&mut part);
+    to_client.write_all(&part)?;
+    to_client.flush()
+}
+
+/// Stall: hold the connection, silent, until the client hangs up (or the proxy is
+/// dropped, which shuts the socket down).
+fn hold_until_hangup(from_client: &mut impl Read) {
+    let mut sink = [0u8; 4096];
+    loop {
+        match from_client.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_s3::config::Credentials;
 use aws_sdk_s3::Client;
-use landing::store::s3::S3Options;
+use landing_store::s3::S3Options;
 
 /// An S3-compatible server started by `scripts/test-servers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

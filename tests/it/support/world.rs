@@ -606,14 +606,14 @@ pub fn event(id: &str, attempt: u32) -> String {
 
 /// Generated input of `lines` lines (deterministic for `seed`).
 pub fn generated(lines: u64, seed: u64) -> Vec<u8> {
-    let spec = landing::generate::Spec {
+    let spec = landing_engine::generate::Spec {
         lines,
         duplicate_per_mille: 10,
         malformed_per_mille: 0,
         seed,
     };
     let mut v = Vec::new();
-    landing::generate::generate(&spec, &mut v).unwrap();
+    landing_engine::generate::generate(&spec, &mut v).unwrap();
     v
 }
 

@@ -1,0 +1,294 @@
+//! `landing verify`: whether what each checkpoint says is published is what the
+//! lake holds (the findings are listed in the module map of `audit`).
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::deep::deep_findings;
+use super::{checkpointed, in_order, open_lake, AUDIT_CONCURRENCY};
+use crate::checkpoint::{self, Current, Drift};
+use crate::config::AuditConfig;
+use crate::contract::Contract;
+use crate::error::Result;
+use crate::layout::{Folders, Layout};
+use crate::store::Store;
+
+/// One drift of `verify`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub input_name: String,
+    pub finding: &'static str,
+    pub detail: String,
+}
+
+impl Finding {
+    pub(super) fn new(input: &str, finding: &'static str, detail: impl Into<String>) -> Self {
+        Finding {
+            input_name: input.to_owned(),
+            finding,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The shallow checks: the published object exists with the recorded size and
+/// ETag or file identity.
+pub(super) async fn published_findings(
+    lake: &dyn Store,
+    layout: &Layout,
+    cur: &Current,
+) -> Result<Vec<Finding>> {
+    let rec = &cur.record;
+    let here = lake.location(&layout.raw);
+    let Some(drift) = checkpoint::published_drift(lake, &layout.raw, rec).await? else {
+        return Ok(Vec::new());
+    };
+    let (finding, detail) = match drift {
+        Drift::Elsewhere => (
+            "elsewhere",
+            format!(
+                "checkpoint names {} but this lake publishes it at {here}",
+                rec.published_path
+            ),
+        ),
+        Drift::Missing => ("missing", format!("{here} does not exist")),
+        Drift::Size(size) => (
+            "size",
+            format!(
+                "{here} has {size} bytes, the checkpoint recorded {}",
+                rec.published_size
+            ),
+        ),
+        Drift::Changed(version) => (
+            "changed",
+            format!(
+                "{here} has the recorded size but not the recorded {} (it was rewritten or replaced)",
+                version.name()
+            ),
+        ),
+    };
+    Ok(vec![Finding::new(&layout.input_name, finding, detail)])
+}
+
+/// What `verify` found of one checkpointed input.
+struct Verified {
+    findings: Vec<Finding>,
+    /// The names its checkpoint gives to objects in the readers' zones (`raw/` and
+    /// `quarantine/` keys).
+    names: Vec<String>,
+    /// Landed under another contract than the one in force.
+    other_contract: Option<Finding>,
+}
+
+/// The notice for an input landed under another contract than `now`.
+fn other_contract(name: &str, rec: &checkpoint::Checkpoint, now: &Contract) -> Option<Finding> {
+    if rec.landed_under(now) {
+        return None;
+    }
+    let then = rec.contract.as_ref().map_or_else(
+        || "progress@1 (before contract files)".to_owned(),
+        |s| {
+            format!(
+                "{}@{} ({})",
+                s.name,
+                s.version,
+                s.sha256.get(..12).unwrap_or(&s.sha256)
+            )
+        },
+    );
+    let detail = format!(
+        "landed under contract {then}; in force: {}; run --inbox --rehash re-lands it",
+        now.label()
+    );
+    Some(Finding::new(name, "other_contract", detail))
+}
+
+/// Findings of one checkpointed input.
+async fn verify_one(
+    lake: &dyn Store,
+    product: &str,
+    name: &str,
+    deep: bool,
+    contract: Option<&'static Contract>,
+) -> Result<Verified> {
+    let layout = Layout::new(product, name);
+    let mut other = None;
+    let (findings, names) = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
+        Ok(Some(cur)) => {
+            let layout = layout.published_as(cur.record.output_compression);
+            let mut names = vec![layout.raw.clone()];
+            if cur.record.quarantine_path.is_some() {
+                names.push(layout.quarantine.clone());
+            }
+            other = contract.and_then(|c| other_contract(name, &cur.record, c));
+            // Lines landed under another contract are checked against their own
+            // rules by no one: --deep reads only those landed under this one.
+            let deep_with = contract.filter(|_| deep && other.is_none());
+            (
+                check_published(lake, &layout, &cur, deep_with).await?,
+                names,
+            )
+        }
+        Ok(None) => (Vec::new(), Vec::new()),
+        Err(e @ crate::Error::Corrupt { .. }) => {
+            let finding = Finding::new(name, "corrupt_checkpoint", e.to_string());
+            // Whatever it published (in any stored form) is not an unnamed file:
+            // that finding says enough.
+            let mut names: Vec<String> = crate::compression::OutputCompression::ALL
+                .into_iter()
+                .map(|c| layout.raw_as(c))
+                .collect();
+            names.push(layout.quarantine.clone());
+            (vec![finding], names)
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Verified {
+        findings,
+        names,
+        other_contract: other,
+    })
+}
+
+async fn check_published(
+    lake: &dyn Store,
+    layout: &Layout,
+    cur: &Current,
+    deep: Option<&'static Contract>,
+) -> Result<Vec<Finding>> {
+    let shallow = published_findings(lake, layout, cur).await?;
+    // An object that is not the one the checkpoint describes: its lines say nothing more.
+    let Some(contract) = deep.filter(|_| shallow.is_empty()) else {
+        return Ok(shallow);
+    };
+    let mut all = shallow;
+    all.extend(deep_findings(lake, layout, cur, contract).await?);
+    Ok(all)
+}
+
+/// Files in the product's readers' zones (`raw/`, `quarantine/`) that no checkpoint
+/// names, and the job's own leftovers there.
+async fn unnamed_findings(
+    lake: &dyn Store,
+    product: &str,
+    named: &HashSet<String>,
+) -> Result<Vec<Finding>> {
+    let f = Folders::of(product);
+    let mut out = Vec::new();
+    for folder in [&f.raw, &f.quarantine] {
+        for file in lake.list(folder).await?.files {
+            let key = format!("{folder}/{}", file.name);
+            if !named.contains(&key) {
+                let detail = format!(
+                    "{} is in a readers' zone but no checkpoint names it",
+                    lake.location(&key)
+                );
+                out.push(Finding::new(&file.name, "unnamed", detail));
+            }
+        }
+    }
+    let zones = [lake.location(&f.raw), lake.location(&f.quarantine)];
+    for left in lake
+        .leftovers(&[f.raw.clone(), f.quarantine.clone()])
+        .await?
+    {
+        // On S3 staging lives outside the readers' zones: only what is inside counts.
+        if zones.iter().any(|z| left.starts_with(&format!("{z}/"))) {
+            let name = left.rsplit('/').next().unwrap_or(&left).to_owned();
+            let detail = format!(
+                "{left}: a run's temp file (in flight or crashed) or an earlier version's guard file; the input's next run removes it"
+            );
+            out.push(Finding::new(&name, "leftover", detail));
+        }
+    }
+    Ok(out)
+}
+
+/// `landing verify`: one line per finding, then a totals line; exit 0 clean, 1 drift.
+pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
+    if deep && cfg.contract.is_none() {
+        return Err(crate::Error::Config(format!(
+            "verify --deep needs the contract of product {:?}: give --contract or --contracts-dir",
+            cfg.product
+        )));
+    }
+    let contract = cfg.contract;
+    let lake = open_lake(cfg).await?;
+    let names = checkpointed(&*lake, &cfg.product).await?;
+    let checked = names.len();
+    // --deep reads objects whole: fewer at once bounds memory (one id set each).
+    let n = if deep { 2 } else { AUDIT_CONCURRENCY };
+    let all = in_order(
+        &lake,
+        &cfg.product,
+        names,
+        n,
+        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep, contract).await },
+    )
+    .await?;
+    let named: HashSet<String> = all.iter().flat_map(|v| v.names.iter().cloned()).collect();
+    let others: Vec<Finding> = all
+        .iter()
+        .filter_map(|v| v.other_contract.clone())
+        .collect();
+    let mut every: Vec<Vec<Finding>> = all.into_iter().map(|v| v.findings).collect();
+    every.push(unnamed_findings(&*lake, &cfg.product, &named).await?);
+    for f in &others {
+        if cfg.json {
+            println!(
+                "{}",
+                serde_json::to_string(f).expect("a finding serialises")
+            );
+        } else {
+            println!("{}: {}: {}", f.input_name, f.finding, f.detail);
+        }
+    }
+    let mut total = 0usize;
+    for findings in every {
+        for f in findings {
+            total += 1;
+            if cfg.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&f).expect("a finding serialises")
+                );
+            } else {
+                println!("{}: {}: {}", f.input_name, f.finding, f.detail);
+            }
+        }
+    }
+    let summary: Value = json!({
+        "lake": cfg.lake.to_string(),
+        "product": cfg.product,
+        "deep": deep,
+        "checked": checked,
+        "findings": total,
+        "other_contract": others.len(),
+    });
+    if cfg.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "verified {} checkpointed inputs{}: {}{}",
+            checked,
+            if deep { " (deep)" } else { "" },
+            if total == 0 {
+                "clean".to_owned()
+            } else {
+                format!("{total} findings")
+            },
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} landed under another contract)", others.len())
+            }
+        );
+    }
+    Ok(if total == 0 {
+        crate::EXIT_OK
+    } else {
+        crate::EXIT_FAILURE
+    })
+}

@@ -1,0 +1,276 @@
+//! Test and drill hooks: named instants at which a run dies ([`CrashPoint`]), waits
+//! ([`PausePoint`]) or freezes itself with SIGSTOP inside a write ([`FreezePoint`]).
+//! The command line parses them from hidden flags; the drill and the tests hand them
+//! to the pipeline as [`Hooks`], and the pipeline hands them to the store inside its
+//! [`crate::store::Gate`] (freezes inside a write, a crash after an S3 part), so no
+//! settings struct carries them and a normal run never looks at them twice.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::ValueEnum;
+
+use crate::progress::Terminal;
+use crate::store::WriteObserver;
+
+/// The hooks of one run; `Hooks::default()` is a normal run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hooks {
+    pub crash_at: Option<CrashPoint>,
+    pub pause_at: Option<PausePoint>,
+    pub freeze_at: Option<FreezePoint>,
+    /// Spill the dedup index every this many distinct events (tests of the spill).
+    pub spill_every: Option<usize>,
+    /// Keep only this many bits of each id digest, so distinct ids share digests.
+    pub id_digest_bits: Option<u32>,
+}
+
+impl Hooks {
+    /// Crash drills: die here if this is the configured crash point.
+    pub fn crash(&self, point: CrashPoint) {
+        if self.crash_at == Some(point) {
+            point.fire();
+        }
+    }
+
+    /// Tests: wait here if this is the configured pause point, saying so above the
+    /// bars of `terminal` (they go on drawing while the run waits).
+    pub async fn pause(&self, point: PausePoint, terminal: &Terminal) {
+        if self.pause_at == Some(point) {
+            point.wait(terminal).await;
+        }
+    }
+
+    /// The hooks that fire inside the store's writes (a freeze point, a crash after
+    /// an S3 part), as the observer the run's [`crate::store::Gate`] carries; `None`
+    /// when there are none. A freeze is said above the bars of `terminal`.
+    pub fn write_observer(self, terminal: &Terminal) -> Option<Arc<dyn WriteObserver>> {
+        let in_writes =
+            self.freeze_at.is_some() || matches!(self.crash_at, Some(CrashPoint::AfterPart(_)));
+        in_writes.then(|| {
+            Arc::new(WriteHooks {
+                hooks: self,
+                frozen: AtomicBool::new(false),
+                terminal: terminal.clone(),
+            }) as Arc<dyn WriteObserver>
+        })
+    }
+}
+
+/// [`Hooks`] as a store's [`WriteObserver`].
+#[derive(Debug)]
+struct WriteHooks {
+    hooks: Hooks,
+    /// A run freezes once: the write it resumes into must go on.
+    frozen: AtomicBool,
+    terminal: Terminal,
+}
+
+impl WriteObserver for WriteHooks {
+    fn before_write(&self, key: &str) {
+        let Some(point) = self.hooks.freeze_at else {
+            return;
+        };
+        if FreezePoint::of_key(key) == Some(point) && !self.frozen.swap(true, Ordering::SeqCst) {
+            self.terminal.say(&format!("landing: frozen at {point:?}"));
+            point.fire();
+        }
+    }
+
+    fn after_part(&self, number: u32) {
+        self.hooks.crash(CrashPoint::AfterPart(number));
+    }
+}
+
+/// Test switch: a write during which the run stops itself with SIGSTOP, as a paused
+/// VM, a stalled NFS mount or `kill -STOP` would stop it. The store fires it at the
+/// last instant before the write (on a local lake, holding the file lock), before it
+/// checks the lease's deadline once more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FreezePoint {
+    /// The lease's first write (its create or takeover).
+    LeaseWrite,
+    /// The checkpoint's write.
+    CheckpointWrite,
+    /// The promotion of the published data.
+    PromoteData,
+    /// The promotion of the quarantine.
+    PromoteQuarantine,
+}
+
+impl FreezePoint {
+    /// The freeze point of a write to `key` (relative to the lake), by its zone.
+    pub fn of_key(key: &str) -> Option<FreezePoint> {
+        let zone = key.split('/').next()?;
+        Some(match zone {
+            crate::layout::LOCKS => FreezePoint::LeaseWrite,
+            crate::layout::CHECKPOINTS => FreezePoint::CheckpointWrite,
+            crate::layout::RAW => FreezePoint::PromoteData,
+            crate::layout::QUARANTINE => FreezePoint::PromoteQuarantine,
+            _ => return None,
+        })
+    }
+
+    /// Stop this process (SIGSTOP cannot be caught); it goes on when sent SIGCONT.
+    pub fn fire(self) {
+        // raise(3), not kill(getpid()): a signal sent to the process may be taken by
+        // another thread while this one runs on into the write; one raised on this
+        // thread is delivered before raise returns, and SIGSTOP stops every thread.
+        // SAFETY: raise(3) with a signal that only stops the process.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
+        }
+    }
+}
+
+/// A named instant at which a crash drill aborts the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the first output bytes were written to staging.
+    MidStream,
+    /// After part K of a multipart staging upload was uploaded (S3).
+    AfterPart(u32),
+    /// After staging completed, before promotion.
+    AfterStaging,
+    /// After promotion to the published name, before the checkpoint.
+    AfterPublish,
+    /// After the checkpoint, before cleanup.
+    AfterCheckpoint,
+    /// After the first run of a spill was written to scratch.
+    Spill,
+    /// During the merge of the spilled runs, before the last run is removed.
+    Merge,
+    /// After the second pass wrote its first bytes to its staging.
+    SecondPass,
+    /// Not a kill: a validation worker panics mid-file (the run must fail, publishing
+    /// nothing).
+    WorkerPanic,
+}
+
+impl CrashPoint {
+    /// Die here, abruptly, as a killed process would: SIGKILL to ourselves, so no
+    /// destructor, flush or cleanup runs.
+    pub fn fire(self) -> ! {
+        // Straight to stderr, not above the bars: the process dies on the next line,
+        // so no frame is drawn over it, and a crash point deep in a worker thread
+        // needs no handle to say so.
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "landing: drill crash at {self}");
+        let _ = err.flush();
+        drop(err);
+        // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        // SIGKILL is delivered before kill() returns to a single-threaded caller and
+        // promptly otherwise; never continue past a crash point.
+        std::process::abort()
+    }
+}
+
+/// Test switch: where a run stops and waits for a line on stdin, so a test can make
+/// another run overtake it at an exact point without sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PausePoint {
+    /// After the first output bytes were written to staging.
+    MidStream,
+    /// After the lease's deadline was checked, right before promotion.
+    BeforePromote,
+    /// After staging completed, before the interrupt check (signal tests).
+    AfterStaging,
+}
+
+impl PausePoint {
+    /// Say where we are on stderr (above the bars), then wait for one line (or end)
+    /// on stdin.
+    pub async fn wait(self, terminal: &Terminal) {
+        terminal.say(&format!("landing: paused at {self:?}"));
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)
+        })
+        .await;
+    }
+}
+
+impl std::str::FromStr for CrashPoint {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "mid-stream" => CrashPoint::MidStream,
+            "after-staging" => CrashPoint::AfterStaging,
+            "after-publish" => CrashPoint::AfterPublish,
+            "after-checkpoint" => CrashPoint::AfterCheckpoint,
+            "worker-panic" => CrashPoint::WorkerPanic,
+            "spill" => CrashPoint::Spill,
+            "merge" => CrashPoint::Merge,
+            "second-pass" => CrashPoint::SecondPass,
+            other => match other.strip_prefix("after-part:").map(str::parse) {
+                Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
+                _ => {
+                    return Err(format!(
+                        "unknown crash point {other:?} (mid-stream, after-part:K, spill, merge, second-pass, after-staging, after-publish, after-checkpoint, worker-panic)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CrashPoint::MidStream => f.write_str("mid-stream"),
+            CrashPoint::AfterPart(k) => write!(f, "after-part:{k}"),
+            CrashPoint::AfterStaging => f.write_str("after-staging"),
+            CrashPoint::AfterPublish => f.write_str("after-publish"),
+            CrashPoint::AfterCheckpoint => f.write_str("after-checkpoint"),
+            CrashPoint::WorkerPanic => f.write_str("worker-panic"),
+            CrashPoint::Spill => f.write_str("spill"),
+            CrashPoint::Merge => f.write_str("merge"),
+            CrashPoint::SecondPass => f.write_str("second-pass"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freeze_points_follow_the_lake_zones() {
+        let l = crate::layout::Layout::new("progress", "d.jsonl");
+        assert_eq!(FreezePoint::of_key(&l.lock), Some(FreezePoint::LeaseWrite));
+        assert_eq!(
+            FreezePoint::of_key(&l.checkpoint),
+            Some(FreezePoint::CheckpointWrite)
+        );
+        assert_eq!(FreezePoint::of_key(&l.raw), Some(FreezePoint::PromoteData));
+        assert_eq!(
+            FreezePoint::of_key(&l.quarantine),
+            Some(FreezePoint::PromoteQuarantine)
+        );
+        assert_eq!(FreezePoint::of_key(&l.run_record("r")), None);
+        assert_eq!(FreezePoint::of_key("staging/progress/r/d.jsonl"), None);
+    }
+
+    #[test]
+    fn crash_points_round_trip() {
+        for s in [
+            "mid-stream",
+            "after-part:3",
+            "after-staging",
+            "after-publish",
+            "after-checkpoint",
+            "worker-panic",
+            "spill",
+            "merge",
+            "second-pass",
+        ] {
+            assert_eq!(s.parse::<CrashPoint>().unwrap().to_string(), s);
+        }
+        assert!("after-part:0".parse::<CrashPoint>().is_err());
+        assert!("later".parse::<CrashPoint>().is_err());
+    }
+}

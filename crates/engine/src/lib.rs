@@ -1,0 +1,104 @@
+//! The engine of `landing`: everything a run is made of, over the layers below it.
+//! `landing` lands closed JSONL event files (any stream with a contract file) from
+//! an inbox into the raw zone of a data lake, under a run contract: a retry, a crash
+//! at any instant, an overlapping run or a bad file never doubles, tears or leaks data.
+//!
+//! It builds on three crates of the workspace, which never name it: `landing-error`
+//! (the one error enum and the exit codes), `landing-contract` (the rules of a line,
+//! pure) and `landing-store` (the `Store` trait and its local and S3 backends). The
+//! binary (the root package: its command line, tracing and exit codes) is the only
+//! crate above it. Inside, dependencies point one way: `inbox` → `pipeline` →
+//! `lease`, `checkpoint`, `layout` → the store.
+//!
+//! Module map, in the order a run meets them:
+//!
+//! - [`shutdown`]: the one cancellation token, cancelled by the first SIGTERM or
+//!   SIGINT; `main` installs the handlers (for `run`) and hands it down through
+//!   `inbox` and `pipeline`; every wait that a signal may cut short selects on it.
+//! - [`config`]: the validated settings every function takes instead of the environment.
+//! - [`hook`]: crash, pause and freeze points, handed to the pipeline by the command
+//!   line (hidden flags), the drill and the tests; those that fire inside a write
+//!   reach the store as the `WriteObserver` of the run's gate. A normal run has none.
+//! - `layout`: the lake layout, the one place that names raw, quarantine, checkpoint,
+//!   lease and run-record keys and reads them back from a listing.
+//! - [`lease`]: one run per (product, input) at a time; a compare-and-swap under a
+//!   lock file (`locks/.cas/`) on a local disk, `If-None-Match: *` on S3, judged by
+//!   the observer's own clock, with a monotonic deadline checked before every write
+//!   (and, through the store's gate, once more at the last instant of each write), a
+//!   conditional release, and the backoff of a run waiting for a held lease.
+//! - `checkpoint`: the record of the last success, read at start, written last
+//!   with compare-and-swap; whether the published object is still the one it
+//!   recorded (`Drift`: the skip rule, cheap skips and `verify`).
+//! - [`identity`]: digests of canonical events and the fixed-size dedup index.
+//! - [`budget`]: the memory budget (`--max-memory`, else the cgroup limit), divided
+//!   by `--jobs`, and the dedup index's share of one run's part of it.
+//! - `spill`: when the index reaches its share, sorted runs of digests in
+//!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` then drops
+//!   later copies by a second pass over the staged output and checks full ids).
+//! - [`pipeline`]: the run as named stages (lease, checkpoint, sweep, hash, stream,
+//!   stage, publish, checkpoint, cleanup) over the `Store` trait; its one pass over
+//!   the input frames lines (the contract's framer, packed into batches), checks them
+//!   on both cores and decides in input order (`pipeline/scan.rs`,
+//!   `pipeline/validator.rs`) while `pipeline/stream.rs` writes the staging.
+//! - [`summary`]: the one-line JSON summary printed on stdout, and the outcomes
+//!   (`Action`) everything counts.
+//! - [`progress`]: the process's `Terminal` handle: progress bars on a terminal (an
+//!   inbox run: a bar per input in flight over a footer, a line per finished input,
+//!   the totals), log lines and stdout lines written above them whole; periodic log
+//!   lines without a terminal.
+//! - [`inbox`]: `landing run --inbox`: lists an inbox, skips unchanged inputs
+//!   cheaply, lands the others through `pipeline::run` up to `--jobs` at once,
+//!   prints a line per input and the totals.
+//! - [`shard`]: the `--match` glob and the fixed `--shard I/N` hash of input names.
+//! - `history`: run records under `runs/` and the per-stage timer (`Trace`) each
+//!   input's run is handed and fills.
+//! - [`metrics`]: the run's measurements pushed to a Prometheus Pushgateway when it
+//!   ends (`--pushgateway`): the groups, the metric names, the push and its timeout.
+//! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake.
+//! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.
+//! - [`compression`]: gzip and zstd inputs told by their magic bytes, the
+//!   published name of a compressed input, the decoder thread the one pass feeds,
+//!   and the encoders of `--output-compression`.
+//! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
+
+pub mod audit;
+pub mod budget;
+mod checkpoint;
+pub mod compression;
+pub mod config;
+pub mod drill;
+pub mod generate;
+mod history;
+pub mod hook;
+pub mod identity;
+pub mod inbox;
+mod layout;
+pub mod lease;
+pub mod metrics;
+pub mod pipeline;
+pub mod progress;
+pub mod shard;
+pub mod shutdown;
+mod spill;
+pub mod summary;
+
+// The layers below, under the names the engine's modules use for them.
+pub(crate) use landing_contract as contract;
+pub(crate) use landing_error as error;
+pub(crate) use landing_store as store;
+
+pub use landing_error::{Error, Result};
+pub use landing_error::{
+    EXIT_BUSY, EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
+};
+
+/// A UTC time as RFC 3339 (checkpoints, leases, run records).
+pub(crate) fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        // Only years outside 0..=9999 fail to format; every time here is a clock
+        // reading or one plus a lease TTL.
+        .expect("a clock time formats as RFC 3339")
+}
+
+/// Version recorded in checkpoints.
+pub const JOB_VERSION: &str = env!("CARGO_PKG_VERSION");

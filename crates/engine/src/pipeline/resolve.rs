@@ -1,0 +1,662 @@
+//! After the one pass: settle what the pass could not decide alone, before anything
+//! is published. A spilled index's runs are merged (duplicates found there are
+//! dropped by a second pass over the staged output), and every suspect (a canonical
+//! form not seen under its id digest) has its full id compared with the earlier
+//! lines', by a second read of the input: only the same id with another payload
+//! refuses the file, at the line and with the counts the in-memory pass would give.
+
+use std::collections::{HashMap, HashSet};
+
+use bytes::{Bytes, BytesMut};
+use fixedbitset::FixedBitSet;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
+use crate::compression::{self, Broken, Codec, Encoder, OutputCompression};
+use crate::config::Config;
+use crate::contract::{self, Contract, Line, LineFramer, Verdict};
+use crate::error::{Error, Result};
+use crate::hook::{CrashPoint, Hooks};
+use crate::identity::Digester;
+use crate::spill::{self, Merged, Scratch};
+use crate::store::{ObjectReader, Staged, Store};
+use crate::summary::{Refusal, RefusalKind, SpillReport};
+
+/// This run's digests: a fresh seed, and the test hook's narrowed id digests.
+pub(super) fn digester(hooks: Hooks) -> Digester {
+    let d = Digester::new(super::random_u64());
+    match hooks.id_digest_bits {
+        Some(bits) => d.with_key_bits(bits),
+        None => d,
+    }
+}
+
+/// Where and when this run's index spills: with a budget, past its share of it
+/// (`crate::budget`); without one, never (unless a test hook says every N events).
+pub(super) fn spill_plan(cfg: &Config, run_id: &str, hooks: Hooks) -> Option<SpillPlan> {
+    let share = cfg.index_share();
+    if share.is_none() && hooks.spill_every.is_none() {
+        return None;
+    }
+    Some(SpillPlan {
+        scratch_dir: cfg.scratch_dir.clone(),
+        run_id: run_id.to_owned(),
+        share: share.map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX)),
+        every: hooks.spill_every,
+        hooks,
+    })
+}
+
+/// What the resolution leaves for the stages after it.
+#[derive(Debug, Default)]
+pub(super) struct Resolution {
+    /// Lines of the staged output to drop (a second pass), if the merge found any.
+    pub(super) drops: Option<FixedBitSet>,
+    pub(super) spill: Option<SpillReport>,
+}
+
+/// Settle the sequencer's outcome: merge its spill, check its suspects' ids (asking
+/// `reread` for a fresh read of the input), and set its final counts and refusal.
+pub(super) async fn resolve<F, Fut>(
+    seq: &mut Sequencer,
+    contract: &'static Contract,
+    digester: Digester,
+    max_line_bytes: usize,
+    input: &str,
+    hooks: Hooks,
+    reread: F,
+) -> Result<Resolution>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<ObjectReader>>,
+{
+    let spilled = seq.take_spilled();
+    if let Some(failure) = seq.failure() {
+        return Err(Error::store("spill", input, failure.to_owned()));
+    }
+    let broken = [
+        RefusalKind::CorruptCompression,
+        RefusalKind::DecompressedTooLarge,
+    ];
+    if seq.refusal().is_some_and(|r| broken.contains(&r.kind)) {
+        // A broken stream refuses the file whatever its lines said: nothing to
+        // merge or check (dropping the spill removes its scratch).
+        return Ok(Resolution::default());
+    }
+    let merged = match spilled {
+        Some(sp) => {
+            let sizes = (seq.output_lines(), seq.lines());
+            Some(merge(sp, sizes, input, hooks).await?)
+        }
+        None => None,
+    };
+    let stop = seq.refusal().map_or(u64::MAX, |r| r.line);
+    let mut suspects: Vec<Suspect> = seq
+        .suspects()
+        .iter()
+        .copied()
+        .chain(merged.iter().flat_map(|(m, _, _)| {
+            m.suspects.iter().map(|&(line, key)| Suspect {
+                line,
+                key,
+                counts: None,
+            })
+        }))
+        .filter(|s| s.line < stop)
+        .collect();
+    suspects.sort_unstable_by_key(|s| s.line);
+    let (dups_merged, dups_before) = merged
+        .as_ref()
+        .map_or((0, 0), |(m, _, before)| (m.duplicates, *before));
+    let mut counts = seq.counts();
+    counts.accepted -= dups_merged;
+    counts.duplicates += dups_merged;
+    let mut refusal = seq.refusal().cloned();
+    if !suspects.is_empty() {
+        let reader = reread().await?;
+        let checked =
+            check_ids(reader, input, contract, digester, max_line_bytes, &suspects).await?;
+        match checked {
+            Some((s, prefix)) => {
+                refusal = Some(Refusal {
+                    kind: RefusalKind::IdCollision,
+                    line: s.line,
+                    field: None,
+                });
+                counts = s.counts.unwrap_or_else(|| {
+                    let merged_before = merged.as_ref().map_or(0, |(m, _, _)| {
+                        m.dup_lines.count_ones(..s.line as usize) as u64
+                    });
+                    let duplicates = dups_before + merged_before;
+                    Counts {
+                        accepted: prefix.accepts - duplicates,
+                        rejected: prefix.rejects,
+                        duplicates,
+                    }
+                });
+            }
+            None if seq.suspects().len() >= MAX_SUSPECTS && refusal.is_none() => {
+                return Err(Error::store(
+                    "check event ids",
+                    input,
+                    format!("more than {MAX_SUSPECTS} distinct event ids share id digests with others; the digests are broken"),
+                ));
+            }
+            None => {}
+        }
+    }
+    seq.resolve(counts, refusal.clone());
+    let (drops, spill) = match merged {
+        Some((m, scratch, _)) => {
+            let second_pass = refusal.is_none() && m.duplicates > 0;
+            let report = SpillReport {
+                spilled_bytes: scratch.bytes,
+                runs: scratch.spills,
+                runs_merged: m.runs_merged,
+                second_pass,
+            };
+            (second_pass.then_some(m.drops), Some(report))
+        }
+        None => (None, None),
+    };
+    Ok(Resolution { drops, spill })
+}
+
+/// Write the last buffer out and merge every run (blocking I/O, off the runtime).
+/// `outputs` and `lines` (staged output lines, input lines) size its bitsets.
+async fn merge(
+    sp: Spilled,
+    (outputs, lines): (u64, u64),
+    input: &str,
+    hooks: Hooks,
+) -> Result<(Merged, Scratch, u64)> {
+    tokio::task::spawn_blocking(move || {
+        let dir = sp.writer.dir().to_owned();
+        let fail = |e: std::io::Error| spill::describe_failure(&dir, &e);
+        let mut scratch = sp.writer.finish(sp.buffer).map_err(fail)?;
+        let m = spill::merge(&mut scratch, outputs, lines, || {
+            hooks.crash(CrashPoint::Merge)
+        })
+        .map_err(fail)?;
+        Ok::<_, String>((m, scratch, sp.dups_before))
+    })
+    .await
+    .map_err(|e| Error::store("merge spilled index", input, e))?
+    .map_err(|e| Error::store("merge spilled index", input, e))
+}
+
+/// Counts of the lines before a suspect, from the second read.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Prefix {
+    accepts: u64,
+    rejects: u64,
+}
+
+/// Read the input again up to the last suspect and compare full ids: the first
+/// suspect whose id an earlier accepted line already had is a real collision.
+async fn check_ids(
+    reader: ObjectReader,
+    input: &str,
+    contract: &'static Contract,
+    digester: Digester,
+    max_line_bytes: usize,
+    suspects: &[Suspect],
+) -> Result<Option<(Suspect, Prefix)>> {
+    let mut ids = IdCheck::new(contract, digester, max_line_bytes, suspects);
+    // The content, decoded when the input is compressed: what the first pass framed.
+    // A stream broken now was whole then (the hash matched), so it cannot be.
+    compression::read_content(reader, input, |piece| {
+        if !ids.done() {
+            ids.feed(piece)
+        }
+    })
+    .await?;
+    Ok(ids.finish())
+}
+
+/// The second read's state: the ids seen under the suspects' digests.
+pub(super) struct IdCheck<'a> {
+    contract: &'static Contract,
+    framer: LineFramer,
+    digester: Digester,
+    suspects: &'a [Suspect],
+    next: usize,
+    keys: HashSet<u64>,
+    seen: HashMap<u64, Vec<Vec<u8>>>,
+    prefix: Prefix,
+    found: Option<(Suspect, Prefix)>,
+    canonical: Vec<u8>,
+    /// The single pass's state from line to line (its scratch buffer, key order).
+    carry: contract::Carry,
+}
+
+impl<'a> IdCheck<'a> {
+    pub(super) fn new(
+        contract: &'static Contract,
+        digester: Digester,
+        max_line_bytes: usize,
+        suspects: &'a [Suspect],
+    ) -> Self {
+        IdCheck {
+            contract,
+            framer: LineFramer::new(max_line_bytes),
+            digester,
+            suspects,
+            next: 0,
+            keys: suspects.iter().map(|s| s.key).collect(),
+            seen: HashMap::new(),
+            prefix: Prefix::default(),
+            found: None,
+            canonical: Vec::new(),
+            carry: contract::Carry::default(),
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.found.is_some() || self.next >= self.suspects.len()
+    }
+
+    pub(super) fn feed(&mut self, chunk: &[u8]) {
+        let mut framer = std::mem::replace(&mut self.framer, LineFramer::new(1));
+        let _ = framer.push(chunk, |line| {
+            self.line(line);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        self.framer = framer;
+    }
+
+    pub(super) fn finish(mut self) -> Option<(Suspect, Prefix)> {
+        let mut framer = std::mem::replace(&mut self.framer, LineFramer::new(1));
+        let _ = framer.finish(|line| {
+            self.line(line);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        self.found
+    }
+
+    fn line(&mut self, line: Line<'_>) {
+        if self.done() {
+            return;
+        }
+        let (number, id) = match line {
+            Line::TooLong { number } => (number, None),
+            Line::Content { number, bytes } => (number, self.id_of(bytes)),
+        };
+        let suspect = self.suspects[self.next];
+        let is_suspect = number == suspect.line;
+        let Some(id) = id else {
+            self.prefix.rejects += 1;
+            return;
+        };
+        let key = self.digester.key(&id);
+        if is_suspect {
+            self.next += 1;
+            if self.seen.get(&key).is_some_and(|ids| ids.contains(&id)) {
+                self.found = Some((suspect, self.prefix));
+                return;
+            }
+        }
+        if self.keys.contains(&key) {
+            let ids = self.seen.entry(key).or_default();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        self.prefix.accepts += 1;
+    }
+
+    /// The event id of an accepted line; `None` for a quarantined one. A prohibited
+    /// field refuses the file at its line, which no suspect reaches.
+    fn id_of(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+        self.canonical.clear();
+        if let Some(c) =
+            contract::canonicalize_with(self.contract, &mut self.carry, line, &mut self.canonical)
+        {
+            return Some(self.canonical[c.id].to_vec());
+        }
+        match contract::validate(self.contract, line) {
+            Verdict::Accept(event) => Some(event.id().as_bytes().to_vec()),
+            Verdict::Quarantine(_) | Verdict::Prohibited(_) => None,
+        }
+    }
+}
+
+/// The second pass: copy the staged output to a second staging, without the lines
+/// the merge found to be later copies, then discard the first. Both are staging:
+/// nothing is published before this is done. A compressed output is decoded and
+/// encoded again; the encoder's blocks depend on the content alone, so the bytes
+/// are those of an in-memory run.
+pub(super) async fn second_pass(
+    lake: &dyn Store,
+    first: Staged,
+    drops: &FixedBitSet,
+    run_id: &str,
+    hooks: Hooks,
+    output: OutputCompression,
+) -> Result<Staged> {
+    let location = lake.location(&first.key);
+    let reader = lake.read(&first.key).await?;
+    let mut encoder =
+        Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
+    let mut out = lake.restage(&first, run_id).await?;
+    let (tx, mut rx) = mpsc::channel::<std::result::Result<Bytes, Broken>>(4);
+    let decoded = decode(reader, output, tx, &location);
+    let filtered = async {
+        let mut filter = Filter::default();
+        let mut wrote = false;
+        while let Some(piece) = rx.recv().await {
+            let piece = piece
+                .map_err(|b| Error::store("decode staged output", &location, format!("{b:?}")))?;
+            let mut stored = filter.push(&piece, drops);
+            if let Some(e) = encoder.as_mut() {
+                let coded = e.write(&stored);
+                stored =
+                    Bytes::from(coded.map_err(|e| Error::store("compress output", &location, e))?);
+            }
+            if !stored.is_empty() {
+                out.write(stored).await?;
+                if !wrote {
+                    wrote = true;
+                    hooks.crash(CrashPoint::SecondPass);
+                }
+            }
+        }
+        let tail = filter.finish(drops);
+        let tail = match encoder.take() {
+            None => tail,
+            Some(mut e) => {
+                let end = e.write(&tail).and_then(|mut v| {
+                    v.extend(e.finish()?);
+                    Ok(v)
+                });
+                Bytes::from(end.map_err(|e| Error::store("compress output", &location, e))?)
+            }
+        };
+        if !tail.is_empty() {
+            out.write(tail).await?;
+        }
+        Ok::<(), Error>(())
+    };
+    let (decoded, filtered) = tokio::join!(decoded, filtered);
+    if let Err(e) = decoded.and(filtered) {
+        let _ = out.abort().await;
+        return Err(e);
+    }
+    let staged = out.complete().await?;
+    lake.discard(&first).await?;
+    Ok(staged)
+}
+
+/// Send the staged output's content on `tx`: its bytes, or decoded when the output
+/// is compressed.
+async fn decode(
+    mut reader: ObjectReader,
+    output: OutputCompression,
+    tx: mpsc::Sender<std::result::Result<Bytes, Broken>>,
+    location: &str,
+) -> Result<()> {
+    let codec = match output {
+        OutputCompression::None => None,
+        OutputCompression::Gzip => Some(Codec::Gzip),
+        OutputCompression::Zstd => Some(Codec::Zstd),
+    };
+    let read = |e| Error::store("read staged output", location, e);
+    let Some(codec) = codec else {
+        loop {
+            let mut buf = BytesMut::with_capacity(1 << 20);
+            if reader.body.read_buf(&mut buf).await.map_err(read)? == 0
+                || tx.send(Ok(buf.freeze())).await.is_err()
+            {
+                return Ok(());
+            }
+        }
+    };
+    let (stored_tx, stored_rx) = mpsc::channel::<Bytes>(4);
+    let decoder = compression::spawn_decoder(codec, stored_rx, tx, u64::MAX);
+    loop {
+        let mut buf = BytesMut::with_capacity(1 << 20);
+        // A closed channel: the decoder stopped (and said why on `tx`).
+        if reader.body.read_buf(&mut buf).await.map_err(read)? == 0
+            || stored_tx.send(buf.freeze()).await.is_err()
+        {
+            break;
+        }
+    }
+    drop(stored_tx);
+    decoder
+        .await
+        .map_err(|e| Error::store("join decoder", location, e))
+}
+
+/// Drops output lines by ordinal, across chunk boundaries.
+#[derive(Default)]
+struct Filter {
+    ordinal: usize,
+    partial: Vec<u8>,
+}
+
+impl Filter {
+    fn push(&mut self, chunk: &[u8], drops: &FixedBitSet) -> Bytes {
+        let mut kept = Vec::with_capacity(chunk.len() + self.partial.len());
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            let line = &chunk[start..=end];
+            if !drops.contains(self.ordinal) {
+                kept.extend_from_slice(&self.partial);
+                kept.extend_from_slice(line);
+            }
+            self.partial.clear();
+            self.ordinal += 1;
+            start = end + 1;
+        }
+        self.partial.extend_from_slice(&chunk[start..]);
+        Bytes::from(kept)
+    }
+
+    /// Every staged line ends in a newline; a tail without one is kept as it is.
+    fn finish(&mut self, drops: &FixedBitSet) -> Bytes {
+        if self.partial.is_empty() || drops.contains(self.ordinal) {
+            return Bytes::new();
+        }
+        Bytes::from(std::mem::take(&mut self.partial))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::validator::{check_batch, Batch};
+    use crate::summary::Rejected;
+
+    /// Everything a run decides about an input, to compare two ways of deciding it.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Outcome {
+        /// Published bytes: none for a refused file, whose staging is dropped.
+        output: String,
+        quarantine: Vec<u8>,
+        counts: Counts,
+        refusal: Option<Refusal>,
+        first_rejects: Vec<Rejected>,
+    }
+
+    /// One pass over `input` as the pipeline makes it (chunks of 64 bytes), spilling
+    /// every `every` events if given, then the resolution and any second pass.
+    async fn land(input: &[u8], cap: u64, every: Option<usize>, bits: Option<u32>) -> Outcome {
+        let root = tempfile::tempdir().unwrap();
+        let hooks = Hooks {
+            spill_every: every,
+            id_digest_bits: bits,
+            ..Hooks::default()
+        };
+        let plan = every.map(|_| SpillPlan {
+            scratch_dir: root.path().to_owned(),
+            run_id: "r".into(),
+            share: usize::MAX,
+            every,
+            hooks,
+        });
+        let d = digester(hooks);
+        let mut seq = Sequencer::new(cap, input.len() as u64).with_spill(plan);
+        let mut framer = LineFramer::new(200);
+        let (mut output, mut quarantine) = (Vec::new(), Vec::new());
+        let mut take = |seq: &mut Sequencer| {
+            output.append(seq.output());
+            quarantine.append(seq.quarantine());
+        };
+        for chunk in input.chunks(64) {
+            let batch = Batch::frame(&mut framer, Bytes::copy_from_slice(chunk));
+            seq.apply(&check_batch(&batch, contract::progress(), d));
+            take(&mut seq);
+        }
+        seq.apply(&check_batch(
+            &Batch::finish(&mut framer),
+            contract::progress(),
+            d,
+        ));
+        take(&mut seq);
+        let bytes = input.to_vec();
+        let reread = || async move {
+            Ok(ObjectReader {
+                size: bytes.len() as u64,
+                body: Box::new(std::io::Cursor::new(bytes)),
+            })
+        };
+        let r = resolve(
+            &mut seq,
+            contract::progress(),
+            d,
+            200,
+            "input",
+            hooks,
+            reread,
+        )
+        .await
+        .unwrap();
+        if let Some(drops) = &r.drops {
+            let mut f = Filter::default();
+            let mut kept = f.push(&output, drops).to_vec();
+            kept.extend_from_slice(&f.finish(drops));
+            output = kept;
+        }
+        // Nothing of a spill is left once it is resolved.
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+        let refused = seq.refusal().is_some();
+        Outcome {
+            output: if refused {
+                String::new()
+            } else {
+                String::from_utf8(output).unwrap()
+            },
+            quarantine,
+            counts: seq.counts(),
+            refusal: seq.refusal().cloned(),
+            first_rejects: seq.first_rejects().to_vec(),
+        }
+    }
+
+    /// A line of event `id` with payload `p`.
+    fn ev(id: u32, p: u32) -> String {
+        format!(
+            r#"{{"event_id":"e{id}","learner_id":"l","lesson_id":"s","event_type":"completed","attempt_number":{},"event_time":"2026-03-02T10:00:00Z"}}"#,
+            p + 1
+        )
+    }
+
+    /// A deterministic mix: new events, exact copies of earlier ones, bad lines, and
+    /// (with `collide_at`) one earlier id with another payload at that line.
+    fn mix(lines: u32, seed: u32, collide_at: Option<u32>) -> String {
+        let mut out = String::new();
+        let mut x = seed.wrapping_mul(2654435761).max(1);
+        for n in 1..=lines {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let line = if Some(n) == collide_at {
+                ev(n / 2, 7)
+            } else {
+                match x % 10 {
+                    0..=2 if n > 1 => ev(x % (n - 1) + 1, 0), // a copy of an earlier event (or a new one)
+                    3 => "not json".to_owned(),
+                    _ => ev(n, 0),
+                }
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_spilled_run_decides_exactly_as_the_index_does() {
+        for seed in 1..=4 {
+            for collide_at in [None, Some(2), Some(77), Some(199)] {
+                let input = mix(200, seed, collide_at);
+                for cap in [0, 30, 1000] {
+                    let expected = land(input.as_bytes(), cap, None, None).await;
+                    for every in [1, 7, 50] {
+                        let spilled = land(input.as_bytes(), cap, Some(every), None).await;
+                        assert_eq!(
+                            spilled, expected,
+                            "seed {seed}, collision at {collide_at:?}, cap {cap}, spill every {every}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn ids_sharing_a_digest_never_refuse_or_drop_an_event() {
+        // 500 distinct events and 100 exact copies, ids squeezed into 3 digests.
+        let mut input: String = (1..=500).map(|i| ev(i, 0) + "\n").collect();
+        input.extend((1..=100).map(|i| ev(i * 3, 0) + "\n"));
+        let plain = land(input.as_bytes(), 0, None, None).await;
+        assert_eq!(plain.refusal, None);
+        assert_eq!((plain.counts.accepted, plain.counts.duplicates), (500, 100));
+        for every in [None, Some(1), Some(9), Some(64)] {
+            let squeezed = land(input.as_bytes(), 0, every, Some(2)).await;
+            assert_eq!(squeezed, plain, "spill every {every:?}");
+        }
+        // And a real collision among them is still found, at its line.
+        input.push_str(&(ev(250, 1) + "\n"));
+        for every in [None, Some(5)] {
+            let o = land(input.as_bytes(), 0, every, Some(2)).await;
+            let r = o.refusal.expect("refused");
+            assert_eq!((r.kind, r.line), (RefusalKind::IdCollision, 601));
+            assert_eq!((o.counts.accepted, o.counts.duplicates), (500, 100));
+        }
+    }
+
+    #[tokio::test]
+    async fn duplicates_at_the_edges_of_runs_are_dropped() {
+        // Spill every 4: copies of the first and last event of each run of 4.
+        let mut input: String = (1..=16).map(|i| ev(i, 0) + "\n").collect();
+        for i in [1, 4, 5, 8, 9, 12, 13, 16] {
+            input.push_str(&(ev(i, 0) + "\n"));
+        }
+        let o = land(input.as_bytes(), 0, Some(4), None).await;
+        assert_eq!(o, land(input.as_bytes(), 0, None, None).await);
+        assert_eq!((o.counts.accepted, o.counts.duplicates), (16, 8));
+        let plain: String = (1..=16).map(|i| ev(i, 0) + "\n").collect();
+        assert_eq!(
+            o.output.len(),
+            land(plain.as_bytes(), 0, None, None).await.output.len()
+        );
+    }
+
+    #[test]
+    fn the_filter_drops_lines_by_ordinal_across_chunks() {
+        let mut drops = FixedBitSet::with_capacity(8);
+        drops.insert(1);
+        drops.insert(3);
+        let text = b"a0\nb1\nc2\nd3\ne4";
+        let mut f = Filter::default();
+        let mut out = Vec::new();
+        for chunk in text.chunks(2) {
+            out.extend_from_slice(&f.push(chunk, &drops));
+        }
+        out.extend_from_slice(&f.finish(&drops));
+        assert_eq!(out, b"a0\nc2\ne4");
+    }
+}

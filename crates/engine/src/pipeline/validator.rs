@@ -1,0 +1,584 @@
+//! The validation stage, in three steps so both cores can share it while the
+//! result stays exactly that of a sequential pass:
+//!
+//! 1. **frame** (sequential, cheap): the contract's [`LineFramer`] splits the stream
+//!    into physical lines and [`Batch::frame`] packs each read chunk's lines into a
+//!    [`Batch`] (offsets into the shared chunk; only lines spanning chunks are copied).
+//! 2. **check** (parallel, the bulk of the work): [`check_batch`] validates each line,
+//!    writes the canonical form and computes the event's digests. Pure.
+//! 3. **sequence** (sequential, in input order): [`Sequencer`] consults the dedup
+//!    index, applies the reject cap, and emits published bytes and quarantine
+//!    records, deciding at most one refusal, always the first in line order.
+//!
+//! `whole.rs` strings the three together on one thread, for callers that do not
+//! need the parallel pipeline (drills, tests).
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+
+use crate::contract::{self, Contract, Line, LineFramer, Reason, Verdict};
+use crate::hook::{CrashPoint, Hooks};
+use crate::identity::{DedupIndex, Digester, Digests, Seen};
+use crate::spill::{Record, Scratch};
+use crate::summary::{Refusal, RefusalKind, Rejected};
+
+/// Row counts of one input.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub accepted: u64,
+    pub rejected: u64,
+    pub duplicates: u64,
+}
+
+/// How many quarantined lines `check` lists.
+pub const CHECK_REASONS: usize = 20;
+
+/// Where a framed line's bytes are.
+#[derive(Debug, Clone, Copy)]
+enum Src {
+    /// In the batch's chunk.
+    Chunk(usize, usize),
+    /// In the batch's side buffer (a line that spanned chunks).
+    Side(usize, usize),
+    TooLong,
+}
+
+/// The lines framed from one read chunk.
+#[derive(Debug, Default)]
+pub struct Batch {
+    chunk: Bytes,
+    side: Vec<u8>,
+    lines: Vec<(u64, Src)>,
+    /// Physical lines of the input framed up to and including this batch.
+    through_line: u64,
+}
+
+impl Batch {
+    /// Step 1: frame the lines completed by `chunk`, packed per read chunk.
+    pub fn frame(framer: &mut LineFramer, chunk: Bytes) -> Batch {
+        let mut batch = Batch {
+            chunk: chunk.clone(),
+            side: Vec::new(),
+            lines: Vec::with_capacity(chunk.len() / 128),
+            through_line: 0,
+        };
+        let base = chunk.as_ptr() as usize;
+        let end = base + chunk.len();
+        let _ = framer.push(&chunk, |line| {
+            batch.add(line, base, end);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        batch.through_line = framer.lines_seen();
+        batch
+    }
+
+    /// End of input: the last line may lack its newline.
+    pub fn finish(framer: &mut LineFramer) -> Batch {
+        let mut batch = Batch::default();
+        let _ = framer.finish(|line| {
+            batch.add(line, 0, 0);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        batch.through_line = framer.lines_seen();
+        batch
+    }
+
+    /// Record a line: by offset when it lies in the chunk, else by copy.
+    fn add(&mut self, line: Line<'_>, base: usize, end: usize) {
+        match line {
+            Line::TooLong { number } => self.lines.push((number, Src::TooLong)),
+            Line::Content { number, bytes } => {
+                let p = bytes.as_ptr() as usize;
+                let src = if p >= base && p + bytes.len() <= end && base != end {
+                    Src::Chunk(p - base, p - base + bytes.len())
+                } else {
+                    let start = self.side.len();
+                    self.side.extend_from_slice(bytes);
+                    Src::Side(start, self.side.len())
+                };
+                self.lines.push((number, src));
+            }
+        }
+    }
+
+    fn bytes(&self, src: Src) -> &[u8] {
+        match src {
+            Src::Chunk(a, b) => &self.chunk[a..b],
+            Src::Side(a, b) => &self.side[a..b],
+            Src::TooLong => &[],
+        }
+    }
+}
+
+/// One line's verdict after step 2.
+#[derive(Debug, Clone, Copy)]
+enum Item {
+    /// Canonical bytes end at this offset of [`Checked::canonical`].
+    Accept(Digests, usize),
+    Reject(Reason),
+    Prohibited(&'static str),
+}
+
+/// A batch after step 2.
+#[derive(Debug, Default)]
+pub struct Checked {
+    canonical: Vec<u8>,
+    items: Vec<(u64, Item)>,
+    through_line: u64,
+}
+
+/// Step 2: validate every line of a batch, canonicalise and digest the accepted.
+pub fn check_batch(batch: &Batch, contract: &'static Contract, digester: Digester) -> Checked {
+    let mut out = Checked {
+        canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
+        items: Vec::with_capacity(batch.lines.len()),
+        through_line: batch.through_line,
+    };
+    // The batch's lines mostly share one key order: each line's predicts the next.
+    let mut carry = contract::Carry::default();
+    for &(number, src) in &batch.lines {
+        let item = match src {
+            Src::TooLong => Item::Reject(Reason::LineTooLong),
+            src => {
+                let line = batch.bytes(src);
+                let start = out.canonical.len();
+                // The single pass takes nearly every line; what it declines, the
+                // full rules decide.
+                match contract::canonicalize_with(contract, &mut carry, line, &mut out.canonical) {
+                    Some(c) => {
+                        let canonical = &out.canonical[start..];
+                        let digests = digester.digest(&out.canonical[c.id], canonical);
+                        out.canonical.push(b'\n');
+                        Item::Accept(digests, out.canonical.len())
+                    }
+                    None => slow_item(contract, line, &mut out.canonical, digester),
+                }
+            }
+        };
+        out.items.push((number, item));
+    }
+    out
+}
+
+/// One line through [`contract::validate`], the full rules.
+fn slow_item(
+    contract: &'static Contract,
+    line: &[u8],
+    canonical: &mut Vec<u8>,
+    digester: Digester,
+) -> Item {
+    match contract::validate(contract, line) {
+        Verdict::Accept(event) => {
+            let start = canonical.len();
+            event.write_canonical(canonical);
+            let digests = digester.digest(event.id().as_bytes(), &canonical[start..]);
+            canonical.push(b'\n');
+            Item::Accept(digests, canonical.len())
+        }
+        Verdict::Quarantine(reason) => Item::Reject(reason),
+        Verdict::Prohibited(field) => Item::Prohibited(field),
+    }
+}
+
+/// Accepted events are inserted this many items after their slot was prefetched,
+/// so the cache misses of a large index overlap.
+const PREFETCH_DISTANCE: usize = 8;
+
+/// Where and when a sequencer spills its index (see [`crate::spill`]).
+#[derive(Debug, Clone)]
+pub struct SpillPlan {
+    pub scratch_dir: PathBuf,
+    pub run_id: String,
+    /// The index's share of the run's memory budget, bytes.
+    pub share: usize,
+    /// Test hook: spill every this many distinct events (and records).
+    pub every: Option<usize>,
+    pub hooks: Hooks,
+}
+
+impl SpillPlan {
+    /// The index may take three quarters of the share; the rest is the buffer the
+    /// index is written out through when it spills.
+    fn index_bytes(&self) -> usize {
+        self.share / 4 * 3
+    }
+
+    fn index_events(&self) -> usize {
+        self.every
+            .unwrap_or_else(|| DedupIndex::events_within(self.index_bytes()))
+            .max(1)
+    }
+
+    /// Records buffered before a run is written, leaving room for the bitsets of the
+    /// merge (a bit per input line and per output line, `lines` estimated).
+    fn records_per_run(&self, lines: usize) -> usize {
+        self.every.unwrap_or_else(|| {
+            let bitsets = lines / 4;
+            (self.share.saturating_sub(bitsets) / Record::BYTES).max(1024)
+        })
+    }
+}
+
+/// A canonical form not seen under its id digest (see [`Seen::Suspect`]), with the
+/// counts as they stood before its line, should it turn out to refuse the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Suspect {
+    pub line: u64,
+    pub key: u64,
+    pub counts: Option<Counts>,
+}
+
+/// Suspects held before the sequencer stops to have them checked. Real data has
+/// one (the first real collision refuses the file); more mean forced digests.
+pub const MAX_SUSPECTS: usize = 4096;
+
+/// A sequencer that has spilled: the writer of its runs and the buffer of the next.
+pub struct Spilled {
+    pub writer: crate::spill::Writer,
+    pub buffer: Vec<Record>,
+    buffer_cap: usize,
+    /// Duplicates the index collapsed before it spilled (all before any record).
+    pub dups_before: u64,
+}
+
+/// Step 3: the order-dependent decisions.
+pub struct Sequencer {
+    index: Option<DedupIndex>,
+    plan: Option<SpillPlan>,
+    spilled: Option<Spilled>,
+    /// Lines written to the staged output so far (a record's ordinal).
+    ordinal: u64,
+    suspects: Vec<Suspect>,
+    /// An I/O failure of the spill (scratch dir, what failed).
+    failure: Option<String>,
+    input_size: u64,
+    cap: u64,
+    counts: Counts,
+    out: Vec<u8>,
+    quarantine: Vec<u8>,
+    refusal: Option<Refusal>,
+    first_rejects: Vec<Rejected>,
+    /// Batches applied, and the physical lines they cover: the proof that every
+    /// framed batch was checked and sequenced before anything is published.
+    batches: u64,
+    through_line: u64,
+}
+
+impl Sequencer {
+    /// `cap`: quarantined lines tolerated; `input_size` sizes the dedup index.
+    pub fn new(cap: u64, input_size: u64) -> Self {
+        Sequencer {
+            index: None,
+            plan: None,
+            spilled: None,
+            ordinal: 0,
+            suspects: Vec::new(),
+            failure: None,
+            input_size,
+            cap,
+            counts: Counts::default(),
+            out: Vec::with_capacity(2 << 20),
+            quarantine: Vec::new(),
+            refusal: None,
+            first_rejects: Vec::new(),
+            batches: 0,
+            through_line: 0,
+        }
+    }
+
+    /// Bound the index by `plan`: past its share it spills to scratch.
+    pub fn with_spill(mut self, plan: Option<SpillPlan>) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    /// Batches applied so far, and the physical lines they covered.
+    pub fn progress(&self) -> (u64, u64) {
+        (self.batches, self.through_line)
+    }
+
+    /// Apply one checked batch, in input order. Nothing happens after a refusal, a
+    /// spill failure or too many suspects.
+    pub fn apply(&mut self, checked: &Checked) {
+        if self.stopped() {
+            return;
+        }
+        self.batches += 1;
+        self.through_line = self.through_line.max(checked.through_line);
+        if self.index.is_none() && self.spilled.is_none() {
+            // Size the index once, from the first batch's average line length.
+            let mut events = DedupIndex::estimate_events(
+                self.input_size,
+                checked.items.len(),
+                checked.canonical.len(),
+            );
+            if let Some(p) = &self.plan {
+                events = events.min(p.index_events());
+            }
+            self.index = Some(DedupIndex::with_capacity(events));
+        }
+        let mut start = 0;
+        for (i, &(number, item)) in checked.items.iter().enumerate() {
+            if let (Some(index), Some(&(_, Item::Accept(d, _)))) =
+                (&self.index, checked.items.get(i + PREFETCH_DISTANCE))
+            {
+                index.prefetch(&d);
+            }
+            let decided = match item {
+                Item::Accept(d, end) => {
+                    let line = &checked.canonical[start..end];
+                    start = end;
+                    self.accept(number, d, line);
+                    None
+                }
+                Item::Reject(reason) => reject(
+                    &mut self.counts,
+                    self.cap,
+                    &mut self.quarantine,
+                    &mut self.first_rejects,
+                    number,
+                    reason,
+                ),
+                Item::Prohibited(field) => {
+                    Some(refusal(RefusalKind::ProhibitedField, number, Some(field)))
+                }
+            };
+            if let Some(r) = decided {
+                self.refusal = Some(r);
+                return;
+            }
+            if self.failure.is_some() || self.suspects.len() >= MAX_SUSPECTS {
+                return;
+            }
+        }
+    }
+
+    /// Has the sequencer stopped deciding (a refusal, a spill failure, or as many
+    /// suspects as it holds)?
+    pub fn stopped(&self) -> bool {
+        self.refusal.is_some() || self.failure.is_some() || self.suspects.len() >= MAX_SUSPECTS
+    }
+
+    /// One accepted event: through the index, or recorded once it has spilled.
+    fn accept(&mut self, number: u64, d: Digests, line: &[u8]) {
+        if let Some(sp) = self.spilled.as_mut() {
+            sp.buffer.push(Record::new(d, number, self.ordinal));
+            let full = sp.buffer.len() >= sp.buffer_cap;
+            self.emit(line);
+            if full {
+                self.write_run();
+            }
+            return;
+        }
+        if self.must_spill() {
+            self.spill();
+            if self.failure.is_none() {
+                self.accept(number, d, line);
+            }
+            return;
+        }
+        let Some(index) = self.index.as_mut() else {
+            return;
+        };
+        match index.insert(d) {
+            Seen::New => self.emit(line),
+            Seen::Duplicate => self.counts.duplicates += 1,
+            Seen::Suspect => {
+                self.suspects.push(Suspect {
+                    line: number,
+                    key: d.key(),
+                    counts: Some(self.counts),
+                });
+                self.emit(line);
+            }
+        }
+    }
+
+    fn emit(&mut self, line: &[u8]) {
+        self.counts.accepted += 1;
+        self.ordinal += 1;
+        self.out.extend_from_slice(line);
+    }
+
+    /// Is the index at its share (or would its next growth pass it)?
+    fn must_spill(&self) -> bool {
+        let (Some(plan), Some(index)) = (&self.plan, &self.index) else {
+            return false;
+        };
+        // A growth briefly holds the old table and one half as large again.
+        index.len() >= plan.index_events()
+            || (index.would_grow() && index.table_bytes() / 2 * 5 > plan.index_bytes())
+    }
+
+    /// Write the index out as sorted runs, free it, and record from now on.
+    fn spill(&mut self) {
+        let (Some(plan), Some(index)) = (self.plan.clone(), self.index.take()) else {
+            return;
+        };
+        let done = (|| -> std::io::Result<Spilled> {
+            let mut scratch = Scratch::create(&plan.scratch_dir, &plan.run_id)?;
+            // The index is written through a buffer of the rest of the share.
+            let cap = plan
+                .every
+                .unwrap_or((plan.share - plan.index_bytes()) / Record::BYTES)
+                .max(1);
+            let mut buf = Vec::with_capacity(cap.min(index.len()));
+            for d in index.entries() {
+                buf.push(Record::new(d, 0, Record::FIRST));
+                if buf.len() == cap {
+                    scratch.spill(&mut buf)?;
+                    plan.hooks.crash(CrashPoint::Spill);
+                }
+            }
+            if !buf.is_empty() {
+                scratch.spill(&mut buf)?;
+                plan.hooks.crash(CrashPoint::Spill);
+            }
+            drop(index);
+            let lines = (self.input_size / 64) as usize;
+            // Two buffers share the room: one fills while the other is written.
+            let buffer_cap = (plan.records_per_run(lines) / 2).max(1);
+            Ok(Spilled {
+                writer: crate::spill::Writer::start(scratch, buffer_cap)?,
+                // Reserved whole: a growing Vec would briefly hold its old and new
+                // buffers; untouched pages of the reservation are not resident.
+                buffer: Vec::with_capacity(buffer_cap),
+                buffer_cap,
+                dups_before: self.counts.duplicates,
+            })
+        })();
+        match done {
+            Ok(s) => self.spilled = Some(s),
+            Err(e) => self.fail(&plan.scratch_dir, e),
+        }
+    }
+
+    /// Hand the buffered records to the writer, as one more sorted run.
+    fn write_run(&mut self) {
+        let Some(sp) = self.spilled.as_mut() else {
+            return;
+        };
+        let full = std::mem::take(&mut sp.buffer);
+        match sp.writer.swap(full) {
+            Ok(empty) => sp.buffer = empty,
+            Err(e) => {
+                let dir = sp.writer.dir().to_owned();
+                self.fail(&dir, e);
+            }
+        }
+    }
+
+    fn fail(&mut self, dir: &std::path::Path, e: std::io::Error) {
+        self.failure = Some(crate::spill::describe_failure(dir, &e));
+    }
+
+    /// The spill's failure, if it failed: an operational error, never a refusal.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// Suspects found in memory, in line order.
+    pub fn suspects(&self) -> &[Suspect] {
+        &self.suspects
+    }
+
+    /// The spill, if the index spilled, with its last buffer still to write.
+    pub fn take_spilled(&mut self) -> Option<Spilled> {
+        self.spilled.take()
+    }
+
+    /// Lines written to the staged output.
+    pub fn output_lines(&self) -> u64 {
+        self.ordinal
+    }
+
+    /// Physical lines sequenced.
+    pub fn lines(&self) -> u64 {
+        self.through_line
+    }
+
+    /// Set the outcome the merge and the id check decided.
+    pub fn resolve(&mut self, counts: Counts, refusal: Option<Refusal>) {
+        if let Some(r) = &refusal {
+            // Rejects after the deciding line were never reached; a cap refusal's own
+            // line is the reject that broke the cap, and stays listed.
+            let last = match r.kind {
+                RefusalKind::RejectCap => r.line,
+                _ => r.line.saturating_sub(1),
+            };
+            self.first_rejects.retain(|x| x.line <= last);
+        }
+        self.counts = counts;
+        self.refusal = refusal;
+    }
+
+    pub fn refusal(&self) -> Option<&Refusal> {
+        self.refusal.as_ref()
+    }
+
+    /// Refuse the input for a reason outside its lines (a broken compressed
+    /// stream). It replaces a line's refusal: lines decoded from a damaged stream
+    /// are not what the producer wrote, so their verdicts say nothing.
+    pub fn refuse(&mut self, r: Refusal) {
+        self.refusal = Some(r);
+    }
+
+    /// The content size the dedup index is sized from, when it is not the stored
+    /// size (a compressed input). Only before the first batch.
+    pub fn set_input_size(&mut self, bytes: u64) {
+        self.input_size = bytes;
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Published bytes produced so far.
+    pub fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
+    /// Quarantine records produced so far.
+    pub fn quarantine(&mut self) -> &mut Vec<u8> {
+        &mut self.quarantine
+    }
+
+    /// The first quarantined lines, for `check`.
+    pub fn first_rejects(&self) -> &[Rejected] {
+        &self.first_rejects
+    }
+
+    pub fn distinct_events(&self) -> usize {
+        self.index.as_ref().map_or(0, DedupIndex::len)
+    }
+}
+
+fn refusal(kind: RefusalKind, line: u64, field: Option<&'static str>) -> Refusal {
+    Refusal { kind, line, field }
+}
+
+/// Count a quarantined line; over the cap it refuses the file.
+fn reject(
+    counts: &mut Counts,
+    cap: u64,
+    quarantine: &mut Vec<u8>,
+    first: &mut Vec<Rejected>,
+    number: u64,
+    reason: Reason,
+) -> Option<Refusal> {
+    counts.rejected += 1;
+    // The line that breaks the cap is listed too: a producer refused as `reject_cap`
+    // must see that line's reason code (a one-bad-line file under the default cap 0).
+    if first.len() < CHECK_REASONS {
+        first.push(Rejected {
+            line: number,
+            reason: reason.code(),
+        });
+    }
+    if counts.rejected > cap {
+        return Some(refusal(RefusalKind::RejectCap, number, None));
+    }
+    contract::write_quarantine_record(quarantine, number, reason);
+    None
+}

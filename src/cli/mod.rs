@@ -153,7 +153,7 @@ pub struct ContractLookup {
 }
 
 impl ContractLookup {
-    fn resolve(&self) -> Result<&'static landing_contract::Contract> {
+    fn resolve(&self) -> Result<std::sync::Arc<landing_contract::Contract>> {
         landing_engine::config::resolve_contract(self.product.as_deref(), self.contract.source())
             .map(|(_, c)| c)
     }
@@ -481,7 +481,7 @@ fn contract(c: &ContractCommand) -> Result<()> {
             }
         }
         ContractCommand::Schema(l) => {
-            let schema = landing_contract::schema::json_schema(l.resolve()?);
+            let schema = landing_contract::schema::json_schema(&*l.resolve()?);
             // A Value always serialises.
             let text = serde_json::to_string_pretty(&schema).expect("a schema serialises");
             println!("{text}");

@@ -379,8 +379,9 @@ const NULL_PADDED: &[u8; BLOCK] = b"null\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::progress;
     use crate::tests::{with, Rng, GOOD};
-    use crate::{progress, validate, Verdict};
+    use crate::{validate, Verdict};
 
     /// The fast path either declines (and leaves `out` alone) or gives exactly the
     /// slow path's canonical bytes for a line the slow path accepts. Returns
@@ -591,9 +592,9 @@ mod tests {
             .expect("enrollment contract");
         let agree = |line: &[u8]| {
             let mut fast = b"p".to_vec();
-            let taken = canonicalize(c, line, &mut fast);
+            let taken = canonicalize(&c, line, &mut fast);
             let shown = String::from_utf8_lossy(line);
-            match (taken, validate(c, line)) {
+            match (taken, validate(&c, line)) {
                 (None, _) => {
                     assert_eq!(fast, b"p", "declined but wrote, for {shown}");
                     false
@@ -626,7 +627,8 @@ mod tests {
             for _ in 0..5000 {
                 let text = rng.mutate(seed, &alphabet);
                 taken += usize::from(agree(text.as_bytes()));
-                accepted += usize::from(matches!(validate(c, text.as_bytes()), Verdict::Accept(_)));
+                accepted +=
+                    usize::from(matches!(validate(&c, text.as_bytes()), Verdict::Accept(_)));
             }
         }
         assert!(taken > 200, "fast path took only {taken}");
@@ -636,7 +638,7 @@ mod tests {
         );
         // The canonical form: sorted keys, null for the absent optional field.
         let mut out = Vec::new();
-        canonicalize(c, seeds[2].as_bytes(), &mut out).expect("taken");
+        canonicalize(&c, seeds[2].as_bytes(), &mut out).expect("taken");
         assert_eq!(
             String::from_utf8(out).expect("UTF-8"),
             r#"{"action":"enrolled","cohort":null,"course_id":"c","enrolled_at":"2026-03-02T10:00:00Z","enrollment_id":"e","learner_id":"l","paid":true,"seats":7}"#
@@ -646,7 +648,7 @@ mod tests {
     /// The fast path on `c` either declines (writing nothing) or gives exactly the
     /// slow path's canonical bytes; a fresh `Carry` each time, so its scratch buffer
     /// holds nothing of an earlier line that could hide a short copy.
-    fn agrees_on(c: &'static Contract, line: &str) -> bool {
+    fn agrees_on(c: &Contract, line: &str) -> bool {
         let mut fast = Vec::new();
         match (
             canonicalize(c, line.as_bytes(), &mut fast),
@@ -672,7 +674,7 @@ mod tests {
 
     /// A contract of `n` string fields `f0`, `f1`, …: `f0` required and the identity,
     /// the others optional and nullable.
-    fn wide(n: usize) -> &'static Contract {
+    fn wide(n: usize) -> std::sync::Arc<Contract> {
         let fields: Vec<String> = (0..n)
             .map(|k| {
                 let optional = if k == 0 {
@@ -744,12 +746,12 @@ mod tests {
                     all.iter().rev().cloned().collect::<Vec<_>>().join(",")
                 ),
             ] {
-                assert!(agrees_on(c, &line), "{n} fields: not taken: {line}");
+                assert!(agrees_on(&c, &line), "{n} fields: not taken: {line}");
             }
         }
         // The form of the smallest line of a wide contract, spelled out.
         let mut out = Vec::new();
-        canonicalize(wide(3), br#"{"f0":"v"}"#, &mut out).expect("taken");
+        canonicalize(&wide(3), br#"{"f0":"v"}"#, &mut out).expect("taken");
         assert_eq!(out, br#"{"f0":"v","f1":null,"f2":null}"#);
     }
 }

@@ -4,7 +4,7 @@
 //! maximum is reported as too long without being buffered.
 
 #[cfg(test)]
-use super::{progress, validate, Reason, Verdict};
+use super::{validate, Reason, Verdict};
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
@@ -30,7 +30,7 @@ impl<'a> Line<'a> {
     #[cfg(test)]
     pub fn verdict(&self) -> Verdict<'a> {
         match *self {
-            Line::Content { bytes, .. } => validate(progress(), bytes),
+            Line::Content { bytes, .. } => validate(crate::tests::progress(), bytes),
             Line::TooLong { .. } => Verdict::Quarantine(Reason::LineTooLong),
         }
     }
@@ -384,7 +384,10 @@ mod tests {
         let Got::Content(_, bytes) = &got[1] else {
             unreachable!()
         };
-        assert!(matches!(validate(progress(), bytes), Verdict::Accept(_)));
+        assert!(matches!(
+            validate(crate::tests::progress(), bytes),
+            Verdict::Accept(_)
+        ));
     }
 
     #[test]

@@ -50,7 +50,7 @@ mod time;
 pub use self::fast::{canonicalize_with, Carry};
 pub use self::frame::{Line, LineFramer};
 pub use self::quarantine::write_quarantine_record;
-pub use self::spec::{builtin, progress, Contract};
+pub use self::spec::{builtin, progress, progress_sha256, Contract};
 pub use self::time::UtcTime;
 
 /// The seven `progress` fields, in canonical (sorted) key order (the tests' reference).
@@ -65,8 +65,10 @@ pub const CONTRACT_FIELDS: [&str; 7] = [
     "lesson_id",
 ];
 
-/// Why a line was quarantined. `code()` returns a stable snake_case reason code;
-/// the per-field codes (`missing_<field>`, `invalid_<field>`) come from the contract.
+/// Why a line was quarantined. [`Reason::code`] gives its stable snake_case code;
+/// the per-field codes (`missing_<field>`, `invalid_<field>`) come from the contract,
+/// so a per-field reason holds the field's index into [`Contract::fields`], and the
+/// reason is plain data that outlives no contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     LineTooLong,
@@ -75,15 +77,18 @@ pub enum Reason {
     NotAnObject,
     DuplicateKey,
     UnknownField,
-    /// A required field is absent: its `missing_<field>` code.
-    Missing(&'static str),
-    /// A field's value breaks its type: its `invalid_<field>` code.
-    Invalid(&'static str),
+    /// A required field (this index of [`Contract::fields`]) is absent: its
+    /// `missing_<field>` code.
+    Missing(usize),
+    /// A field's value (this index of [`Contract::fields`]) breaks its type: its
+    /// `invalid_<field>` code.
+    Invalid(usize),
 }
 
 impl Reason {
-    /// Stable snake_case code, as written to the quarantine file.
-    pub fn code(self) -> &'static str {
+    /// Stable snake_case code, as written to the quarantine file; `contract` is the
+    /// one whose rules gave the reason.
+    pub fn code(self, contract: &Contract) -> &str {
         match self {
             Reason::LineTooLong => "line_too_long",
             Reason::InvalidUtf8 => "invalid_utf8",
@@ -91,14 +96,9 @@ impl Reason {
             Reason::NotAnObject => "not_an_object",
             Reason::DuplicateKey => "duplicate_key",
             Reason::UnknownField => "unknown_field",
-            Reason::Missing(code) | Reason::Invalid(code) => code,
+            Reason::Missing(k) => &contract.fields[k].missing_code,
+            Reason::Invalid(k) => &contract.fields[k].invalid_code,
         }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
     }
 }
 
@@ -109,7 +109,7 @@ pub enum Value<'a> {
     Null,
     Str(Cow<'a, str>),
     /// One of the field's enum values (the contract's text).
-    Enum(&'static str),
+    Enum(&'a str),
     Int(i64),
     Bool(bool),
     Time(UtcTime),
@@ -119,7 +119,7 @@ pub enum Value<'a> {
 /// (sorted) order. `Debug` is redacted: an event must not reach a log.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Event<'a> {
-    pub contract: &'static Contract,
+    pub contract: &'a Contract,
     pub values: Vec<Value<'a>>,
 }
 
@@ -175,7 +175,8 @@ pub enum Verdict<'a> {
     Quarantine(Reason),
     /// A prohibited top-level key was present on a line that parses as a JSON
     /// object. Refuses the whole file.
-    Prohibited(&'static str), // the field NAME from the contract (never its value)
+    /// The index into [`Contract::prohibited`] of the name (never its value).
+    Prohibited(usize),
 }
 
 /// Validates one physical line (without `\n` and trailing `\r`; never blank)
@@ -183,7 +184,7 @@ pub enum Verdict<'a> {
 ///
 /// Order: UTF-8, JSON syntax, object, prohibited key, duplicate key, unknown key,
 /// missing fields, then field types/values in the contract file's order.
-pub fn validate<'a>(contract: &'static Contract, line: &'a [u8]) -> Verdict<'a> {
+pub fn validate<'a>(contract: &'a Contract, line: &'a [u8]) -> Verdict<'a> {
     let Ok(text) = std::str::from_utf8(line) else {
         return Verdict::Quarantine(Reason::InvalidUtf8);
     };
@@ -192,10 +193,7 @@ pub fn validate<'a>(contract: &'static Contract, line: &'a [u8]) -> Verdict<'a> 
 
 /// Parses the whole line; any JSON error anywhere means `invalid_json`, even if a
 /// prohibited key was already seen (the rule applies to lines that parse).
-fn parse_object<'a>(
-    contract: &'static Contract,
-    text: &'a str,
-) -> Result<object::RawObject<'a>, Reason> {
+fn parse_object<'a>(contract: &Contract, text: &'a str) -> Result<object::RawObject<'a>, Reason> {
     match scan::scan_flat_object(contract, text) {
         Some(obj) => Ok(obj),
         None => object::parse_object_serde(contract, text),
@@ -207,6 +205,34 @@ fn parse_object<'a>(
 mod tests {
     use super::*;
     use std::collections::HashSet;
+    use std::sync::OnceLock;
+
+    /// The `progress` contract, compiled once for the whole test binary so that
+    /// verdicts can borrow it from any helper.
+    pub(crate) fn progress() -> &'static Contract {
+        static PROGRESS: OnceLock<std::sync::Arc<Contract>> = OnceLock::new();
+        PROGRESS.get_or_init(crate::progress)
+    }
+
+    /// The verdict that refuses a line for the `progress` prohibited key `name`.
+    pub(crate) fn prohibited(name: &str) -> Verdict<'static> {
+        let names = &progress().prohibited;
+        Verdict::Prohibited(
+            names
+                .iter()
+                .position(|p| p == name)
+                .expect("a prohibited name"),
+        )
+    }
+
+    /// The index of the `progress` field `name`.
+    pub(crate) fn field(name: &str) -> usize {
+        let fields = &progress().fields;
+        fields
+            .iter()
+            .position(|f| f.name == name)
+            .expect("a progress field")
+    }
 
     /// A small deterministic PRNG (xorshift64*) for the generated-line tests of the
     /// scanner and the single pass, so they need no extra crate.
@@ -247,13 +273,11 @@ mod tests {
 
     /// The `progress` field `name`'s reason codes.
     pub(super) fn missing(name: &str) -> Reason {
-        let f = progress().fields.iter().find(|f| f.name == name);
-        Reason::Missing(&f.expect("a progress field").missing_code)
+        Reason::Missing(field(name))
     }
 
     pub(super) fn invalid(name: &str) -> Reason {
-        let f = progress().fields.iter().find(|f| f.name == name);
-        Reason::Invalid(&f.expect("a progress field").invalid_code)
+        Reason::Invalid(field(name))
     }
 
     /// A string field's text in an accepted event.
@@ -342,9 +366,10 @@ mod tests {
         let codes = progress().reason_codes();
         assert_eq!(codes, expected);
         assert_eq!(codes.iter().collect::<HashSet<_>>().len(), 19);
-        assert_eq!(Reason::InvalidJson.to_string(), "invalid_json");
-        assert_eq!(missing("event_id").code(), "missing_event_id");
-        assert_eq!(invalid("checkpoint").to_string(), "invalid_checkpoint");
+        let p = progress();
+        assert_eq!(Reason::InvalidJson.code(p), "invalid_json");
+        assert_eq!(missing("event_id").code(p), "missing_event_id");
+        assert_eq!(invalid("checkpoint").code(p), "invalid_checkpoint");
     }
 
     #[test]
@@ -374,7 +399,7 @@ mod tests {
         ];
         for line in &lines {
             if let Verdict::Quarantine(r) = validate(progress(), line) {
-                seen.insert(r.code());
+                seen.insert(r.code(progress()));
             }
         }
         // line_too_long comes from the framer.
@@ -382,7 +407,7 @@ mod tests {
         framer
             .push(b"0123456789\n", |line| {
                 if let Verdict::Quarantine(r) = line.verdict() {
-                    seen.insert(r.code());
+                    seen.insert(r.code(progress()));
                 }
                 Ok::<(), ()>(())
             })
@@ -427,7 +452,7 @@ mod tests {
         let a = Contract::load(text.as_bytes()).expect("valid");
         let b = Contract::load(text.as_bytes()).expect("valid");
         assert_eq!(a, b, "two loads of one file");
-        assert_ne!(a, progress());
+        assert_ne!(&*a, progress());
         assert_eq!(progress(), progress());
     }
 

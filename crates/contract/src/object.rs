@@ -23,8 +23,8 @@ use super::{Event, Reason, Value, Verdict};
 pub(super) enum KnownKey {
     /// Index of a contract field (canonical order).
     Field(usize),
-    /// A prohibited name, as the contract spells it.
-    Prohibited(&'static str),
+    /// A prohibited name: its index into [`Contract::prohibited`].
+    Prohibited(usize),
 }
 
 /// A top-level key, compared after JSON unescaping.
@@ -35,7 +35,7 @@ pub(super) enum Key<'de> {
 }
 
 impl<'de> Key<'de> {
-    pub(super) fn borrowed(c: &'static Contract, key: &'de [u8]) -> Self {
+    pub(super) fn borrowed(c: &Contract, key: &'de [u8]) -> Self {
         match classify_key(c, key) {
             Some(known) => Key::Known(known),
             None => Key::Unknown(Cow::Borrowed(key)),
@@ -43,28 +43,28 @@ impl<'de> Key<'de> {
     }
 }
 
-fn classify_key(c: &'static Contract, key: &[u8]) -> Option<KnownKey> {
+fn classify_key(c: &Contract, key: &[u8]) -> Option<KnownKey> {
     if let Some(k) = c.field_index(key) {
         return Some(KnownKey::Field(k));
     }
-    c.prohibited_name(key).map(KnownKey::Prohibited)
+    c.prohibited_index(key).map(KnownKey::Prohibited)
 }
 
 /// Deserializes a key as bytes: serde_json then unescapes it without rejecting a
 /// lone surrogate (it becomes WTF-8, which matches no known name), so such a key
 /// is an unknown field rather than a reason to miss a prohibited key elsewhere.
-struct KeySeed(&'static Contract);
+struct KeySeed<'c>(&'c Contract);
 
-impl<'de> DeserializeSeed<'de> for KeySeed {
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
     type Value = Key<'de>;
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Key<'de>, D::Error> {
         deserializer.deserialize_bytes(KeyVisitor(self.0))
     }
 }
 
-struct KeyVisitor(&'static Contract);
+struct KeyVisitor<'c>(&'c Contract);
 
-impl<'de> Visitor<'de> for KeyVisitor {
+impl<'de> Visitor<'de> for KeyVisitor<'_> {
     type Value = Key<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -97,7 +97,7 @@ impl<'de> Visitor<'de> for KeyVisitor {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct RawObject<'a> {
     pub(super) fields: Vec<Option<&'a str>>,
-    prohibited: Option<&'static str>,
+    prohibited: Option<usize>,
     duplicate: bool,
     unknown: bool,
     /// Every string on the line is free of escapes and control characters (set
@@ -158,9 +158,9 @@ impl<'a> ObjectBuilder<'a> {
     }
 }
 
-struct ObjectVisitor(&'static Contract);
+struct ObjectVisitor<'c>(&'c Contract);
 
-impl<'de> Visitor<'de> for ObjectVisitor {
+impl<'de> Visitor<'de> for ObjectVisitor<'_> {
     type Value = RawObject<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -188,10 +188,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
 }
 
 /// The exact parser: serde_json over the whole line.
-pub(super) fn parse_object_serde<'a>(
-    c: &'static Contract,
-    text: &'a str,
-) -> Result<RawObject<'a>, Reason> {
+pub(super) fn parse_object_serde<'a>(c: &Contract, text: &'a str) -> Result<RawObject<'a>, Reason> {
     let first = text.bytes().find(|&b| !is_json_whitespace(b));
     if first != Some(b'{') {
         // Not an object if it is valid JSON at all. IgnoredAny accepts any valid
@@ -242,7 +239,7 @@ fn json_integer(raw: &str) -> Option<&str> {
 }
 
 /// One present, non-null value checked against its field's type.
-fn field_value<'a>(f: &'static FieldSpec, raw: &'a str, plain: bool) -> Option<Value<'a>> {
+fn field_value<'a>(f: &'a FieldSpec, raw: &'a str, plain: bool) -> Option<Value<'a>> {
     Some(match &f.kind {
         Kind::String => Value::Str(identifier(raw, plain)?),
         Kind::Enum(values) => {
@@ -262,11 +259,11 @@ fn field_value<'a>(f: &'static FieldSpec, raw: &'a str, plain: bool) -> Option<V
     })
 }
 
-fn build_event<'a>(c: &'static Contract, obj: &RawObject<'a>) -> Result<Event<'a>, Reason> {
+fn build_event<'a>(c: &'a Contract, obj: &RawObject<'a>) -> Result<Event<'a>, Reason> {
     for &k in &c.check {
         let f = &c.fields[k];
         if f.required && obj.fields[k].is_none() {
-            return Err(Reason::Missing(&f.missing_code));
+            return Err(Reason::Missing(k));
         }
     }
     let mut values = vec![Value::Null; c.fields.len()];
@@ -275,9 +272,7 @@ fn build_event<'a>(c: &'static Contract, obj: &RawObject<'a>) -> Result<Event<'a
         values[k] = match obj.fields[k] {
             None => Value::Null,
             Some("null") if f.nullable => Value::Null,
-            Some(raw) => {
-                field_value(f, raw, obj.plain_strings).ok_or(Reason::Invalid(&f.invalid_code))?
-            }
+            Some(raw) => field_value(f, raw, obj.plain_strings).ok_or(Reason::Invalid(k))?,
         };
     }
     Ok(Event {
@@ -288,15 +283,15 @@ fn build_event<'a>(c: &'static Contract, obj: &RawObject<'a>) -> Result<Event<'a
 
 /// Rules 3-6 on a parsed line.
 pub(super) fn verdict_for<'a>(
-    c: &'static Contract,
+    c: &'a Contract,
     parsed: Result<RawObject<'a>, Reason>,
 ) -> Verdict<'a> {
     let obj = match parsed {
         Ok(obj) => obj,
         Err(reason) => return Verdict::Quarantine(reason),
     };
-    if let Some(name) = obj.prohibited {
-        return Verdict::Prohibited(name);
+    if let Some(k) = obj.prohibited {
+        return Verdict::Prohibited(k);
     }
     if obj.duplicate {
         return Verdict::Quarantine(Reason::DuplicateKey);
@@ -314,8 +309,9 @@ pub(super) fn verdict_for<'a>(
 mod tests {
     use std::borrow::Cow;
 
-    use crate::tests::{accept, int, invalid, missing, reason, text, with, GOOD};
-    use crate::{progress, validate, Reason, Value, Verdict};
+    use crate::tests::progress;
+    use crate::tests::{accept, int, invalid, missing, prohibited, reason, text, with, GOOD};
+    use crate::{validate, Reason, Value};
 
     const PROHIBITED_FIELDS: [&str; 3] = ["email", "name", "payment_token"];
 
@@ -424,13 +420,13 @@ mod tests {
         for name in PROHIBITED_FIELDS {
             let line = with(name, Some(r#""secret-value""#));
             let v = validate(progress(), line.as_bytes());
-            assert_eq!(v, Verdict::Prohibited(name));
+            assert_eq!(v, prohibited(name));
             assert!(!format!("{v:?}").contains("secret-value"));
         }
         // Any value type, even null.
         assert_eq!(
             validate(progress(), with("email", Some("null")).as_bytes()),
-            Verdict::Prohibited("email")
+            prohibited("email")
         );
     }
 
@@ -438,36 +434,30 @@ mod tests {
     fn prohibited_beats_every_other_rule() {
         // duplicate key, repeated email, unknown field, missing and invalid fields
         let dup = with("email", Some("1")).replace('}', r#","event_id":"x"}"#);
-        assert_eq!(
-            validate(progress(), dup.as_bytes()),
-            Verdict::Prohibited("email")
-        );
+        assert_eq!(validate(progress(), dup.as_bytes()), prohibited("email"));
         assert_eq!(
             validate(progress(), br#"{"email":1,"email":2}"#),
-            Verdict::Prohibited("email")
+            prohibited("email")
         );
         assert_eq!(
             validate(
                 progress(),
                 br#"{"colour":1,"payment_token":"t","colour":2}"#
             ),
-            Verdict::Prohibited("payment_token")
+            prohibited("payment_token")
         );
-        assert_eq!(
-            validate(progress(), br#"{"name":"n"}"#),
-            Verdict::Prohibited("name")
-        );
+        assert_eq!(validate(progress(), br#"{"name":"n"}"#), prohibited("name"));
         assert_eq!(
             validate(
                 progress(),
                 br#"{"event_id":5,"attempt_number":"x","name":"n"}"#
             ),
-            Verdict::Prohibited("name")
+            prohibited("name")
         );
         // The first prohibited key in line order is named.
         assert_eq!(
             validate(progress(), br#"{"name":"n","email":"e"}"#),
-            Verdict::Prohibited("name")
+            prohibited("name")
         );
     }
 
@@ -475,7 +465,7 @@ mod tests {
     fn prohibited_key_is_matched_after_unescaping() {
         assert_eq!(
             validate(progress(), br#"{"e\u006dail":"x"}"#),
-            Verdict::Prohibited("email")
+            prohibited("email")
         );
     }
 
@@ -487,10 +477,7 @@ mod tests {
             "[".repeat(5000),
             "]".repeat(5000)
         );
-        assert_eq!(
-            validate(progress(), deep.as_bytes()),
-            Verdict::Prohibited("email")
-        );
+        assert_eq!(validate(progress(), deep.as_bytes()), prohibited("email"));
     }
 
     #[test]

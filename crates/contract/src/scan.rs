@@ -74,7 +74,7 @@ fn scan_scalar(b: &[u8], i: usize) -> Option<usize> {
 /// Fast path for the shape nearly every line has: one flat object of scalars,
 /// no escapes. Returns `None` (never a wrong answer) for anything else, which
 /// then goes through serde_json. A differential test holds the two equal.
-pub(super) fn scan_flat_object<'a>(c: &'static Contract, text: &'a str) -> Option<RawObject<'a>> {
+pub(super) fn scan_flat_object<'a>(c: &Contract, text: &'a str) -> Option<RawObject<'a>> {
     let b = text.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -118,8 +118,9 @@ pub(super) fn scan_flat_object<'a>(c: &'static Contract, text: &'a str) -> Optio
 mod tests {
     use super::*;
     use crate::object::{parse_object_serde, verdict_for};
+    use crate::tests::progress;
     use crate::tests::{with, Rng, GOOD};
-    use crate::{progress, validate, Verdict};
+    use crate::{validate, Verdict};
 
     /// The fast scanner must never disagree with serde_json: it either gives
     /// the same object (and so the same verdict) or declines.

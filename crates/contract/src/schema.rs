@@ -76,7 +76,7 @@ pub fn json_schema(c: &Contract) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress;
+    use crate::tests::progress;
 
     #[test]
     fn progress_schema_declares_every_rule_it_can() {

@@ -2,13 +2,12 @@
 //! checked and compiled into the tables the rules walk ([`Contract`]).
 //!
 //! Pure: it takes the file's bytes and returns a contract or a message naming the
-//! problem (the caller adds the file's name). A compiled contract lives as long as
-//! the process ([`Contract::load`] leaks it, once per process and file), so a verdict
-//! can name a field or a reason code as `&'static str` without a lifetime on every
-//! pipeline type.
+//! problem (the caller adds the file's name). A compiled contract is owned and shared
+//! ([`Arc`]): the run's threads each hold it, and a verdict names a field or a
+//! prohibited key by its index, so no pipeline type borrows from it.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -95,15 +94,20 @@ impl fmt::Debug for Contract {
     }
 }
 
-/// The built-in `progress` contract.
-pub fn progress() -> &'static Contract {
-    static PROGRESS: OnceLock<&'static Contract> = OnceLock::new();
+/// The built-in `progress` contract, compiled anew (microseconds: a run does it once).
+pub fn progress() -> Arc<Contract> {
     // The embedded file is checked by the unit tests, so this cannot fail at run time.
-    PROGRESS.get_or_init(|| Contract::load(PROGRESS_SOURCE.as_bytes()).expect("progress contract"))
+    Contract::load(PROGRESS_SOURCE.as_bytes()).expect("progress contract")
+}
+
+/// The SHA-256 (hex) of the built-in `progress` contract: what a checkpoint written
+/// before contracts were stamped was landed under.
+pub fn progress_sha256() -> String {
+    hex(&Sha256::digest(PROGRESS_SOURCE.as_bytes()))
 }
 
 /// The contracts compiled into the binary, by product name.
-pub fn builtin(product: &str) -> Option<&'static Contract> {
+pub fn builtin(product: &str) -> Option<Arc<Contract>> {
     (product == "progress").then(progress)
 }
 
@@ -132,8 +136,8 @@ fn key_word(key: &[u8]) -> u64 {
 impl Contract {
     /// Parses, checks and compiles a contract file. The error names the problem
     /// (never the file: the caller knows it).
-    pub fn load(bytes: &[u8]) -> Result<&'static Contract, String> {
-        Self::compile(bytes).map(|c| &*Box::leak(Box::new(c)))
+    pub fn load(bytes: &[u8]) -> Result<Arc<Contract>, String> {
+        Self::compile(bytes).map(Arc::new)
     }
 
     fn compile(bytes: &[u8]) -> Result<Contract, String> {
@@ -199,12 +203,9 @@ impl Contract {
         (self.fields[k].name.as_bytes() == key).then_some(k)
     }
 
-    /// The prohibited name `key` is, if any.
-    pub(super) fn prohibited_name(&'static self, key: &[u8]) -> Option<&'static str> {
-        self.prohibited
-            .iter()
-            .find(|p| p.as_bytes() == key)
-            .map(String::as_str)
+    /// The index into `prohibited` of the name `key` is, if any.
+    pub(super) fn prohibited_index(&self, key: &[u8]) -> Option<usize> {
+        self.prohibited.iter().position(|p| p.as_bytes() == key)
     }
 
     /// Every quarantine reason code this contract can give, in the order the rules
@@ -617,7 +618,7 @@ mod tests {
         assert_eq!(c.label(), format!("t@1 ({})", &sha[..12]));
         assert!(format!("{c:?}").contains(r#"name: "t""#));
         assert_eq!(
-            builtin("progress").map(|p| p.name.as_str()),
+            builtin("progress").map(|p| p.name.clone()).as_deref(),
             Some("progress")
         );
         assert!(builtin("enrollment").is_none());

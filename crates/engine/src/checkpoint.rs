@@ -185,7 +185,7 @@ impl Checkpoint {
     pub fn landed_under(&self, contract: &crate::contract::Contract) -> bool {
         match &self.contract {
             Some(stamp) => stamp.is(contract),
-            None => contract.sha256 == crate::contract::progress().sha256,
+            None => contract.sha256 == crate::contract::progress_sha256(),
         }
     }
 
@@ -353,7 +353,7 @@ mod tests {
             run_id: "r".into(),
             job_version: "0".into(),
             input: InputIdentity::default(),
-            contract: Some(ContractStamp::of(crate::contract::progress())),
+            contract: Some(ContractStamp::of(&crate::contract::progress())),
         }
     }
 
@@ -509,26 +509,26 @@ mod tests {
     fn landed_under_compares_the_contract_file_and_an_unstamped_record_is_progress() {
         let progress = crate::contract::progress();
         let other = crate::contract::Contract::load(OTHER.as_bytes()).unwrap();
-        let stamp = ContractStamp::of(other);
+        let stamp = ContractStamp::of(&other);
         assert_eq!((stamp.name.as_str(), stamp.version.as_str()), ("t", "2"));
         assert_eq!(stamp.sha256.len(), 64);
-        assert!(stamp.is(other));
-        assert!(!stamp.is(progress));
+        assert!(stamp.is(&other));
+        assert!(!stamp.is(&progress));
         let rec = record();
-        assert!(rec.landed_under(progress));
-        assert!(!rec.landed_under(other));
+        assert!(rec.landed_under(&progress));
+        assert!(!rec.landed_under(&other));
         let under_other = Checkpoint {
             contract: Some(stamp),
             ..record()
         };
-        assert!(under_other.landed_under(other));
-        assert!(!under_other.landed_under(progress));
+        assert!(under_other.landed_under(&other));
+        assert!(!under_other.landed_under(&progress));
         let unstamped = Checkpoint {
             contract: None,
             ..record()
         };
-        assert!(unstamped.landed_under(progress));
-        assert!(!unstamped.landed_under(other));
+        assert!(unstamped.landed_under(&progress));
+        assert!(!unstamped.landed_under(&other));
     }
 
     fn lake() -> (tempfile::TempDir, crate::store::local::LocalStore) {

@@ -3,6 +3,7 @@
 //! AWS credentials, region and endpoint come from the SDK's standard chain and are
 //! never part of them, so printing them can never leak a secret.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ValueEnum;
@@ -31,7 +32,7 @@ pub struct Config {
     pub lake: Location,
     pub product: String,
     /// The product's contract (docs/contracts.md), loaded once at startup.
-    pub contract: &'static crate::contract::Contract,
+    pub contract: Arc<crate::contract::Contract>,
     /// `--rehash`: also re-land an unchanged input landed under another contract.
     pub reland_other_contract: bool,
     pub max_rejected_lines: u64,
@@ -174,7 +175,7 @@ pub struct AuditConfig {
     pub product: String,
     /// The contract in force (`None`: a product without one; `verify` then skips
     /// the contract comparison and `--deep`).
-    pub contract: Option<&'static Contract>,
+    pub contract: Option<Arc<Contract>>,
     pub json: bool,
     pub s3: S3Options,
 }
@@ -215,7 +216,7 @@ pub struct ContractSource<'a> {
 }
 
 /// Reads and compiles one contract file; the error names the file and the problem.
-pub fn load_contract(path: &std::path::Path) -> Result<&'static Contract> {
+pub fn load_contract(path: &std::path::Path) -> Result<Arc<Contract>> {
     let bytes = std::fs::read(path)
         .map_err(|e| Error::Config(format!("contract {}: {e}", path.display())))?;
     Contract::load(&bytes).map_err(|e| Error::Config(format!("contract {}: {e}", path.display())))
@@ -227,7 +228,7 @@ pub fn load_contract(path: &std::path::Path) -> Result<&'static Contract> {
 pub fn resolve_contract(
     product: Option<&str>,
     source: ContractSource<'_>,
-) -> Result<(String, &'static Contract)> {
+) -> Result<(String, Arc<Contract>)> {
     if let Some(p) = product {
         path_safe_product(p)?;
     }

@@ -33,6 +33,7 @@ use crate::layout::Layout;
 use crate::pipeline::{new_run_id, Validator};
 use crate::store::s3::{ConditionalCopy, S3Options};
 use crate::store::{Condition, CopyFence, Expect, Fence, Location, Store, Sweep};
+use crate::summary::Action;
 
 const NAME: &str = "drill.jsonl";
 
@@ -188,8 +189,19 @@ impl Scratch {
 struct Child {
     code: Option<i32>,
     killed: bool,
-    action: String,
+    /// The action on the child's stdout line (`None`: it printed none).
+    action: Option<Action>,
     stderr: String,
+}
+
+impl Child {
+    /// The child's outcome for a drill row: its action, or its exit code.
+    fn outcome(&self) -> String {
+        self.action.map_or_else(
+            || format!("exit {:?}", self.code),
+            |a| a.as_str().to_owned(),
+        )
+    }
 }
 
 async fn child(cfg: &DrillConfig, s: &Scratch, crash_at: Option<&str>) -> Result<Child> {
@@ -222,8 +234,7 @@ async fn child(cfg: &DrillConfig, s: &Scratch, crash_at: Option<&str>) -> Result
     let stdout = String::from_utf8_lossy(&out.stdout);
     let action = serde_json::from_str::<serde_json::Value>(stdout.trim())
         .ok()
-        .and_then(|v| v["action"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| format!("exit {:?}", out.status.code()));
+        .and_then(|v| serde_json::from_value(v["action"].clone()).ok());
     Ok(Child {
         code: out.status.code(),
         killed: out.status.signal() == Some(libc::SIGKILL),
@@ -306,7 +317,7 @@ async fn crash_scenario(
         scenario: format!("crash {point}"),
         visible_after: k.name_out(&visible),
         checkpoint_after: k.name_in(&ckpt),
-        rerun: rerun.action,
+        rerun: rerun.outcome(),
         held: violations.is_empty(),
         violations,
     })
@@ -345,7 +356,7 @@ async fn refusal_and_skip(
         scenario: "refusal (prohibited field)".into(),
         visible_after: k.name_out(&visible),
         checkpoint_after: k.name_in(&ckpt),
-        rerun: refused.action,
+        rerun: refused.outcome(),
         held: v.is_empty(),
         violations: v,
     };
@@ -353,8 +364,8 @@ async fn refusal_and_skip(
     let before = s.store.head(&s.layout.raw).await?;
     let skip = child(cfg, s, None).await?;
     let mut v = Vec::new();
-    if skip.action != "skipped" {
-        v.push(format!("expected a skip, got {}", skip.action));
+    if skip.action != Some(Action::Skipped) {
+        v.push(format!("expected a skip, got {}", skip.outcome()));
     }
     if s.store.head(&s.layout.raw).await? != before {
         v.push("the skip rewrote the published object".into());
@@ -363,7 +374,7 @@ async fn refusal_and_skip(
         scenario: "unchanged rerun".into(),
         visible_after: k.name_out(&s.published().await?),
         checkpoint_after: k.name_in(&s.checkpoint().await?),
-        rerun: skip.action,
+        rerun: skip.outcome(),
         held: v.is_empty(),
         violations: v,
     };

@@ -133,8 +133,8 @@ pub struct RunRecord {
     pub run_id: String,
     pub product: String,
     pub input_name: String,
-    /// The run's outcome, as on its stdout line.
-    pub action: String,
+    /// The run's outcome, spelled as on its stdout line.
+    pub action: Action,
     pub started_at: String,
     pub ended_at: String,
     pub duration_s: f64,
@@ -175,7 +175,7 @@ impl RunRecord {
                 run_id: run_id.to_owned(),
                 product: product.to_owned(),
                 input_name: input_name.to_owned(),
-                action: action.as_str().to_owned(),
+                action,
                 started_at: crate::rfc3339(t.started_at),
                 ended_at: crate::rfc3339(OffsetDateTime::now_utc()),
                 duration_s: round_ms(t.started.elapsed().as_secs_f64()),
@@ -325,7 +325,7 @@ mod tests {
         let stages: Vec<&String> = rec.stages.keys().collect();
         assert_eq!(stages.len(), 2, "one entry per stage: {stages:?}");
         assert_eq!((rec.bytes_in, rec.bytes_out), (15, 7));
-        assert_eq!(rec.action, "published");
+        assert_eq!(rec.action, Action::Published);
     }
 
     /// Each run has its own collector, handed to it: what one records never reaches

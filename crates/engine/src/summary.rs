@@ -1,9 +1,9 @@
 //! The one JSON line a run prints on stdout (docs/interface.md section 5). It carries
 //! identifiers, counts, paths and reasons, never an event's content.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Published,
@@ -25,6 +25,19 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every action, in the order declared (an action's index into [`Outcomes`]).
+    pub const ALL: [Action; 9] = [
+        Action::Published,
+        Action::Skipped,
+        Action::Refused,
+        Action::Checked,
+        Action::Interrupted,
+        Action::Busy,
+        Action::Conflict,
+        Action::Failed,
+        Action::NotStarted,
+    ];
+
     /// As spelled on stdout and in logs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -110,7 +123,7 @@ pub struct Refusal {
     pub line: u64,
     /// For `prohibited_field`: the field's name (never its value).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<&'static str>,
+    pub field: Option<String>,
 }
 
 impl std::fmt::Display for Refusal {
@@ -123,7 +136,7 @@ impl std::fmt::Display for Refusal {
             RefusalKind::DecompressedTooLarge => "decompressed_too_large",
         };
         write!(f, "{kind} at line {}", self.line)?;
-        if let Some(field) = self.field {
+        if let Some(field) = &self.field {
             write!(f, " (field {field})")?;
         }
         Ok(())
@@ -134,7 +147,7 @@ impl std::fmt::Display for Refusal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Rejected {
     pub line: u64,
-    pub reason: &'static str,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -242,79 +255,72 @@ impl Summary {
     }
 }
 
-/// Outcome counts of an inbox run (the totals line).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Totals {
-    pub inputs: u64,
-    pub published: u64,
-    pub skipped: u64,
-    pub refused: u64,
-    pub busy: u64,
-    pub failed: u64,
-    /// Another writer moved the checkpoint or the published object during the run
-    /// (exit 75 like busy); only shown when it happened.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub conflict: u64,
-    /// Stopped by SIGTERM/SIGINT before their publish; only shown when it happened.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub interrupted: u64,
-    /// Not started because of a signal: not among `inputs`; the totals line shows it
-    /// beside them.
-    #[serde(skip)]
-    pub not_started: u64,
-}
+/// How many inputs ended in each [`Action`]: the one outcome count, shared by the
+/// inbox's totals line, the pushed metrics and the exit code of an inbox run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Outcomes([u64; Action::ALL.len()]);
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
+/// The totals line of an inbox run is its outcome counts.
+pub type Totals = Outcomes;
 
-impl Totals {
-    pub(crate) fn add(&mut self, action: Action) {
-        let count = match action {
-            Action::Published => &mut self.published,
-            Action::Skipped => &mut self.skipped,
-            Action::Refused => &mut self.refused,
-            Action::Busy => &mut self.busy,
-            Action::Conflict => &mut self.conflict,
-            Action::Interrupted => &mut self.interrupted,
-            Action::Failed => &mut self.failed,
-            // `check` never runs in an inbox.
-            Action::Checked => return,
-            Action::NotStarted => {
-                self.not_started += 1;
-                return;
-            }
-        };
-        *count += 1;
-        self.inputs += 1;
+impl Outcomes {
+    /// One more input ended in `action`.
+    pub fn add(&mut self, action: Action) {
+        self.0[action as usize] += 1;
     }
 
-    /// Each outcome's count (the pushed metrics).
-    pub fn by_action(&self) -> [(Action, u64); 8] {
-        [
-            (Action::Published, self.published),
-            (Action::Skipped, self.skipped),
-            (Action::Refused, self.refused),
-            (Action::Busy, self.busy),
-            (Action::Conflict, self.conflict),
-            (Action::Failed, self.failed),
-            (Action::Interrupted, self.interrupted),
-            (Action::NotStarted, self.not_started),
-        ]
+    /// How many inputs ended in `action`.
+    pub fn get(&self, action: Action) -> u64 {
+        self.0[action as usize]
+    }
+
+    /// Inputs the run took up: every outcome but `not_started` (a signal came
+    /// first) and `checked` (`landing check` never runs an inbox).
+    pub fn inputs(&self) -> u64 {
+        Action::ALL
+            .iter()
+            .filter(|a| !matches!(a, Action::NotStarted | Action::Checked))
+            .map(|a| self.get(*a))
+            .sum()
     }
 
     /// 1 if any input failed, else 65 if any was refused, else 75 if any was busy
     /// (or in conflict).
     pub fn exit_code(&self) -> i32 {
-        if self.failed > 0 {
+        if self.get(Action::Failed) > 0 {
             crate::EXIT_FAILURE
-        } else if self.refused > 0 {
+        } else if self.get(Action::Refused) > 0 {
             crate::EXIT_REFUSED
-        } else if self.busy + self.conflict > 0 {
+        } else if self.get(Action::Busy) + self.get(Action::Conflict) > 0 {
             crate::EXIT_BUSY
         } else {
             crate::EXIT_OK
         }
+    }
+}
+
+/// The totals line's keys (docs/interface.md): `conflict` and `interrupted` only
+/// when they happened; `not_started` is the line's own key, beside the totals.
+impl Serialize for Outcomes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("inputs", &self.inputs())?;
+        for a in [
+            Action::Published,
+            Action::Skipped,
+            Action::Refused,
+            Action::Busy,
+            Action::Failed,
+        ] {
+            m.serialize_entry(a.as_str(), &self.get(a))?;
+        }
+        for a in [Action::Conflict, Action::Interrupted] {
+            if self.get(a) > 0 {
+                m.serialize_entry(a.as_str(), &self.get(a))?;
+            }
+        }
+        m.end()
     }
 }
 
@@ -367,7 +373,7 @@ mod tests {
         let r = Refusal {
             kind: RefusalKind::ProhibitedField,
             line: 2,
-            field: Some("email"),
+            field: Some("email".into()),
         };
         assert_eq!(r.to_string(), "prohibited_field at line 2 (field email)");
         let r = Refusal {
@@ -428,7 +434,12 @@ mod tests {
             t.add(a);
         }
         assert_eq!(
-            (t.inputs, t.published, t.skipped, t.not_started),
+            (
+                t.inputs(),
+                t.get(Action::Published),
+                t.get(Action::Skipped),
+                t.get(Action::NotStarted)
+            ),
             (3, 1, 2, 1)
         );
         assert_eq!(t.exit_code(), 0);
@@ -442,9 +453,22 @@ mod tests {
         t.add(Action::Failed);
         assert_eq!(t.exit_code(), 1);
         t.add(Action::Interrupted);
-        let counts: Vec<u64> = t.by_action().iter().map(|(_, n)| *n).collect();
-        assert_eq!(counts, [1, 2, 1, 0, 1, 1, 1, 1]);
-        assert_eq!(t.inputs, 7);
+        let counts: Vec<u64> = Action::ALL.iter().map(|a| t.get(*a)).collect();
+        // Published, skipped, refused, checked, interrupted, busy, conflict, failed,
+        // not started.
+        assert_eq!(counts, [1, 2, 1, 0, 1, 0, 1, 1, 1]);
+        assert_eq!(t.inputs(), 7);
+        assert!(Action::ALL
+            .iter()
+            .enumerate()
+            .all(|(i, a)| *a as usize == i));
+        // A run record spells its action by name, and reads it back.
+        let json = serde_json::to_string(&Action::NotStarted).unwrap();
+        assert_eq!(json, r#""not_started""#);
+        assert_eq!(
+            serde_json::from_str::<Action>(&json).unwrap(),
+            Action::NotStarted
+        );
         // The totals line shows conflict and interrupted only when they happened.
         assert_eq!(
             serde_json::to_string(&b).unwrap(),

@@ -19,7 +19,7 @@ pub(super) async fn deep_findings(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,
-    contract: &'static Contract,
+    contract: &Contract,
 ) -> Result<Vec<Finding>> {
     let rec = &cur.record;
     let name = &layout.input_name;

@@ -107,7 +107,7 @@ async fn status_row(lake: &dyn Store, product: &str, name: &str) -> Result<Statu
         Err(e) => row.problem = Some(e.to_string()),
     }
     if let Some(last) = history::latest(lake, product, name).await? {
-        row.last_action = last.action;
+        row.last_action = last.action.as_str().to_owned();
         row.last_at = last.ended_at;
     }
     Ok(row)
@@ -244,7 +244,7 @@ fn history_table(name: &str, records: &[history::RunRecord]) -> String {
         s.push_str(&format!(
             "{:<26}  {:<11}  {:<20}  {:>8.3}  {:>12}  {:>12}  {}\n",
             r.run_id,
-            r.action,
+            r.action.as_str(),
             when(&r.ended_at),
             r.duration_s,
             r.bytes_in,

@@ -2,6 +2,7 @@
 //! lake holds (the findings are listed in the module map of `audit`).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -111,7 +112,7 @@ async fn verify_one(
     product: &str,
     name: &str,
     deep: bool,
-    contract: Option<&'static Contract>,
+    contract: Option<Arc<Contract>>,
 ) -> Result<Verified> {
     let layout = Layout::new(product, name);
     let mut other = None;
@@ -122,7 +123,9 @@ async fn verify_one(
             if cur.record.quarantine_path.is_some() {
                 names.push(layout.quarantine.clone());
             }
-            other = contract.and_then(|c| other_contract(name, &cur.record, c));
+            other = contract
+                .as_deref()
+                .and_then(|c| other_contract(name, &cur.record, c));
             // Lines landed under another contract are checked against their own
             // rules by no one: --deep reads only those landed under this one.
             let deep_with = contract.filter(|_| deep && other.is_none());
@@ -156,7 +159,7 @@ async fn check_published(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,
-    deep: Option<&'static Contract>,
+    deep: Option<Arc<Contract>>,
 ) -> Result<Vec<Finding>> {
     let shallow = published_findings(lake, layout, cur).await?;
     // An object that is not the one the checkpoint describes: its lines say nothing more.
@@ -164,7 +167,7 @@ async fn check_published(
         return Ok(shallow);
     };
     let mut all = shallow;
-    all.extend(deep_findings(lake, layout, cur, contract).await?);
+    all.extend(deep_findings(lake, layout, cur, &contract).await?);
     Ok(all)
 }
 
@@ -214,19 +217,16 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
             cfg.product
         )));
     }
-    let contract = cfg.contract;
+    let contract = cfg.contract.clone();
     let lake = open_lake(cfg).await?;
     let names = checkpointed(&*lake, &cfg.product).await?;
     let checked = names.len();
     // --deep reads objects whole: fewer at once bounds memory (one id set each).
     let n = if deep { 2 } else { AUDIT_CONCURRENCY };
-    let all = in_order(
-        &lake,
-        &cfg.product,
-        names,
-        n,
-        move |lake, p, name| async move { verify_one(&*lake, &p, &name, deep, contract).await },
-    )
+    let all = in_order(&lake, &cfg.product, names, n, move |lake, p, name| {
+        let contract = contract.clone();
+        async move { verify_one(&*lake, &p, &name, deep, contract).await }
+    })
     .await?;
     let named: HashSet<String> = all.iter().flat_map(|v| v.names.iter().cloned()).collect();
     let others: Vec<Finding> = all

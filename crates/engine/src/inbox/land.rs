@@ -172,7 +172,7 @@ pub async fn land_one(
                         line.clone(),
                         error,
                     );
-                    rec.contract = Some(crate::checkpoint::ContractStamp::of(cfg.contract));
+                    rec.contract = Some(crate::checkpoint::ContractStamp::of(&cfg.contract));
                     history::write(&**lake, &rec).await;
                 }
                 None => warn!(input = %cfg.input, "lake unreachable; no run record written"),

@@ -255,7 +255,7 @@ pub async fn run(
     listener.abort();
     let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     let signal = shutdown.signal();
-    recorder.outcomes(totals.by_action());
+    recorder.outcomes(totals);
     print_totals(ic, &totals, signal, &shared.progress.terminal);
     shared.progress.finish(&totals);
     Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
@@ -326,7 +326,7 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                 .totals
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .failed += 1;
+                .add(Action::Failed);
         }
     }
     // Inputs no worker took: a signal came first.
@@ -404,21 +404,21 @@ fn print_totals(ic: &InboxConfig, totals: &Totals, signal: Option<Signal>, termi
     }
     line.insert("totals", json!(totals));
     if let Some(signal) = signal {
-        line.insert("not_started", json!(totals.not_started));
+        line.insert("not_started", json!(totals.get(Action::NotStarted)));
         warn!(
             signal = signal.number(),
-            not_started = totals.not_started,
+            not_started = totals.get(Action::NotStarted),
             "stopped by a signal; the next run lands the rest"
         );
     }
     print_line(terminal, &json!(line));
     info!(
-        inputs = totals.inputs,
-        published = totals.published,
-        skipped = totals.skipped,
-        refused = totals.refused,
-        busy = totals.busy,
-        failed = totals.failed,
+        inputs = totals.inputs(),
+        published = totals.get(Action::Published),
+        skipped = totals.get(Action::Skipped),
+        refused = totals.get(Action::Refused),
+        busy = totals.get(Action::Busy),
+        failed = totals.get(Action::Failed),
         "inbox run finished"
     );
 }
@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(t.exit_code(), 1);
         t.add(Action::NotStarted);
         assert_eq!(
-            (t.inputs, t.not_started),
+            (t.inputs(), t.get(Action::NotStarted)),
             (5, 1),
             "not started is not an input"
         );

@@ -95,25 +95,27 @@ impl InboxProgress {
             None if self.quiet_totals => {}
             None => return,
         }
-        let mut counts = vec![
-            ("published", totals.published),
-            ("skipped", totals.skipped),
-            ("refused", totals.refused),
-            ("busy", totals.busy),
-            ("failed", totals.failed),
-        ];
-        for (what, n) in [
-            ("conflict", totals.conflict),
-            ("interrupted", totals.interrupted),
-            ("not started", totals.not_started),
+        let mut counts: Vec<(&str, u64)> = [
+            Action::Published,
+            Action::Skipped,
+            Action::Refused,
+            Action::Busy,
+            Action::Failed,
+        ]
+        .map(|a| (a.as_str(), totals.get(a)))
+        .to_vec();
+        for (what, a) in [
+            ("conflict", Action::Conflict),
+            ("interrupted", Action::Interrupted),
+            ("not started", Action::NotStarted),
         ] {
-            if n > 0 {
-                counts.push((what, n));
+            if totals.get(a) > 0 {
+                counts.push((what, totals.get(a)));
             }
         }
         let rows = self.rows.load(Ordering::Relaxed);
         self.terminal.say(&progress::totals_line(
-            totals.inputs,
+            totals.inputs(),
             &counts,
             rows,
             self.started.elapsed(),

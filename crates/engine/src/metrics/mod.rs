@@ -36,7 +36,7 @@ use prometheus_client::registry::Registry;
 
 use crate::error::{Error, Result};
 use crate::history::Measured;
-use crate::summary::{Action, Summary};
+use crate::summary::{Action, Outcomes, Summary};
 
 pub use push::push;
 
@@ -102,8 +102,8 @@ const NEEDS_A_HUMAN: [Action; 4] = [
 /// What one run measured, summed over its inputs.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Night {
-    /// Inputs per outcome, in the order of [`OUTCOMES`].
-    pub outcomes: [u64; 8],
+    /// Inputs per outcome.
+    pub outcomes: Outcomes,
     /// Rows of the inputs this run published: accepted, rejected, duplicate.
     pub rows: [u64; 3],
     pub bytes_in: u64,
@@ -113,15 +113,6 @@ pub struct Night {
     pub lease_waits: u64,
     /// Input name → outcome, for inputs that need a human.
     pub attention: BTreeMap<String, Action>,
-}
-
-impl Night {
-    fn count(&self, action: Action) -> u64 {
-        OUTCOMES
-            .iter()
-            .position(|a| *a == action)
-            .map_or(0, |i| self.outcomes[i])
-    }
 }
 
 /// Collects a run's measurements as its inputs finish; shared by an inbox's workers.
@@ -175,23 +166,12 @@ impl Recorder {
 
     /// One more input ended in `action`.
     pub fn count(&self, action: Action) {
-        self.with(|n| {
-            if let Some(i) = OUTCOMES.iter().position(|a| *a == action) {
-                n.outcomes[i] += 1;
-            }
-        });
+        self.with(|n| n.outcomes.add(action));
     }
 
     /// The outcome counts, as the inbox's totals line has them.
-    pub fn outcomes(&self, counts: impl IntoIterator<Item = (Action, u64)>) {
-        self.with(|n| {
-            n.outcomes = [0; 8];
-            for (action, count) in counts {
-                if let Some(i) = OUTCOMES.iter().position(|a| *a == action) {
-                    n.outcomes[i] += count;
-                }
-            }
-        });
+    pub fn outcomes(&self, counts: Outcomes) {
+        self.with(|n| n.outcomes = counts);
     }
 
     pub fn night(&self) -> Night {
@@ -269,7 +249,7 @@ pub fn run_group(night: &Night, end: &Ending) -> String {
         OUTCOMES.iter().map(|a| {
             (
                 vec![("outcome", a.as_str().to_owned())],
-                night.count(*a) as f64,
+                night.outcomes.get(*a) as f64,
             )
         }),
     );
@@ -328,7 +308,7 @@ pub fn run_group(night: &Night, end: &Ending) -> String {
 /// last publish (an input published), each only if it is one; `None` if neither.
 pub fn marks_group(night: &Night, end: &Ending) -> Option<String> {
     let success = end.exit_code == crate::EXIT_OK;
-    let published = night.count(Action::Published) > 0;
+    let published = night.outcomes.get(Action::Published) > 0;
     if !success && !published {
         return None;
     }

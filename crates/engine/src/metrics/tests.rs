@@ -86,11 +86,11 @@ fn the_recorder_sums_what_its_inputs_measured() {
     );
     r.landed("c", Action::Busy, None, &measured("lease", 2.0, 1));
     r.landed("d", Action::Refused, None, &Measured::default());
-    r.outcomes([
-        (Action::Published, 1),
-        (Action::Skipped, 1),
-        (Action::Busy, 1),
-    ]);
+    let mut totals = Outcomes::default();
+    for a in [Action::Published, Action::Skipped, Action::Busy] {
+        totals.add(a);
+    }
+    r.outcomes(totals);
     let n = r.night();
     assert_eq!(n.rows, [5, 1, 2]);
     assert_eq!((n.bytes_in, n.bytes_out, n.lease_waits), (30, 21, 2));
@@ -100,9 +100,10 @@ fn the_recorder_sums_what_its_inputs_measured() {
         n.attention.into_iter().collect::<Vec<_>>(),
         vec![("c".into(), Action::Busy), ("d".into(), Action::Refused)]
     );
-    assert_eq!(n.outcomes, [1, 1, 0, 1, 0, 0, 0, 0]);
+    let counts = OUTCOMES.map(|a| n.outcomes.get(a));
+    assert_eq!(counts, [1, 1, 0, 1, 0, 0, 0, 0]);
     r.count(Action::Failed);
-    assert_eq!(r.night().count(Action::Failed), 1);
+    assert_eq!(r.night().outcomes.get(Action::Failed), 1);
 }
 
 /// The run group names every outcome (zeros included, so a PUT leaves no stale
@@ -110,7 +111,9 @@ fn the_recorder_sums_what_its_inputs_measured() {
 #[test]
 fn the_run_group_has_every_outcome_and_escapes_input_names() {
     let mut n = Night::default();
-    n.outcomes[0] = 3;
+    for _ in 0..3 {
+        n.outcomes.add(Action::Published);
+    }
     n.attention
         .insert("we\"ird\\name.jsonl".into(), Action::Refused);
     n.stages.insert("stream", 0.25);
@@ -151,7 +154,7 @@ fn marks_are_pushed_only_for_a_success_or_a_publish() {
         "{ok}"
     );
     assert!(!ok.contains("landing_last_publish"), "{ok}");
-    n.outcomes[0] = 1;
+    n.outcomes.add(Action::Published);
     let refused_too = marks_group(&n, &end(65)).unwrap();
     assert!(
         refused_too.contains("landing_last_publish_timestamp_seconds"),

@@ -20,7 +20,8 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
     let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
     let plan = spill_plan(cfg, &run_id, hooks);
-    let v = Sequencer::new(cfg.max_rejected_lines, reader.size).with_spill(plan);
+    let v =
+        Sequencer::new(cfg.contract.clone(), cfg.max_rejected_lines, reader.size).with_spill(plan);
     let progress = terminal.progress("check", &cfg.input_name, reader.size, cfg.progress);
     let d = digester(hooks);
     let (sha256, v) = scan(
@@ -28,7 +29,7 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
         &input_location,
         progress,
         Limits::of(cfg),
-        cfg.contract,
+        cfg.contract.clone(),
         Scan::Check(v),
         d,
         false,
@@ -39,7 +40,7 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
     let reread = || input.read(&key);
     let resolution = resolve(
         &mut v,
-        cfg.contract,
+        &cfg.contract,
         d,
         cfg.max_line_bytes,
         &input_location,

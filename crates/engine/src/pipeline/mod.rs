@@ -375,7 +375,7 @@ async fn try_skip(
     }
     // An unchanged input stays skipped when only the contract changed, unless
     // --rehash asks to re-land what an earlier contract landed.
-    if ctx.cfg.reland_other_contract && !rec.landed_under(ctx.cfg.contract) {
+    if ctx.cfg.reland_other_contract && !rec.landed_under(&ctx.cfg.contract) {
         info!(contract = %ctx.cfg.contract.label(), "landed under another contract; re-landing (--rehash)");
         return Ok(None);
     }
@@ -405,7 +405,7 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
         &ctx.input_location,
         progress,
         limits,
-        ctx.cfg.contract,
+        ctx.cfg.contract.clone(),
         Scan::Hash,
         d,
         false,
@@ -518,7 +518,7 @@ async fn commit(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Re
         run_id: ctx.run_id.clone(),
         job_version: crate::JOB_VERSION.to_owned(),
         input: checkpoint::InputIdentity::of(ctx.cfg.input_meta.as_ref()),
-        contract: Some(checkpoint::ContractStamp::of(ctx.cfg.contract)),
+        contract: Some(checkpoint::ContractStamp::of(&ctx.cfg.contract)),
     };
     let key = &ctx.layout.checkpoint;
     match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {

@@ -60,7 +60,7 @@ pub(super) struct Resolution {
 /// `reread` for a fresh read of the input), and set its final counts and refusal.
 pub(super) async fn resolve<F, Fut>(
     seq: &mut Sequencer,
-    contract: &'static Contract,
+    contract: &Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &str,
@@ -198,7 +198,7 @@ pub(super) struct Prefix {
 async fn check_ids(
     reader: ObjectReader,
     input: &str,
-    contract: &'static Contract,
+    contract: &Contract,
     digester: Digester,
     max_line_bytes: usize,
     suspects: &[Suspect],
@@ -217,7 +217,7 @@ async fn check_ids(
 
 /// The second read's state: the ids seen under the suspects' digests.
 pub(super) struct IdCheck<'a> {
-    contract: &'static Contract,
+    contract: &'a Contract,
     framer: LineFramer,
     digester: Digester,
     suspects: &'a [Suspect],
@@ -233,7 +233,7 @@ pub(super) struct IdCheck<'a> {
 
 impl<'a> IdCheck<'a> {
     pub(super) fn new(
-        contract: &'static Contract,
+        contract: &'a Contract,
         digester: Digester,
         max_line_bytes: usize,
         suspects: &'a [Suspect],
@@ -497,7 +497,8 @@ mod tests {
             hooks,
         });
         let d = digester(hooks);
-        let mut seq = Sequencer::new(cap, input.len() as u64).with_spill(plan);
+        let progress = contract::progress();
+        let mut seq = Sequencer::new(progress.clone(), cap, input.len() as u64).with_spill(plan);
         let mut framer = LineFramer::new(200);
         let (mut output, mut quarantine) = (Vec::new(), Vec::new());
         let mut take = |seq: &mut Sequencer| {
@@ -506,14 +507,10 @@ mod tests {
         };
         for chunk in input.chunks(64) {
             let batch = Batch::frame(&mut framer, Bytes::copy_from_slice(chunk));
-            seq.apply(&check_batch(&batch, contract::progress(), d));
+            seq.apply(&check_batch(&batch, &progress, d));
             take(&mut seq);
         }
-        seq.apply(&check_batch(
-            &Batch::finish(&mut framer),
-            contract::progress(),
-            d,
-        ));
+        seq.apply(&check_batch(&Batch::finish(&mut framer), &progress, d));
         take(&mut seq);
         let bytes = input.to_vec();
         let reread = || async move {
@@ -522,17 +519,9 @@ mod tests {
                 body: Box::new(std::io::Cursor::new(bytes)),
             })
         };
-        let r = resolve(
-            &mut seq,
-            contract::progress(),
-            d,
-            200,
-            "input",
-            hooks,
-            reread,
-        )
-        .await
-        .unwrap();
+        let r = resolve(&mut seq, &progress, d, 200, "input", hooks, reread)
+            .await
+            .unwrap();
         if let Some(drops) = &r.drops {
             let mut f = Filter::default();
             let mut kept = f.push(&output, drops).to_vec();

@@ -67,7 +67,7 @@ pub(super) async fn scan(
     input: &str,
     progress: Progress,
     limits: Limits,
-    contract: &'static Contract,
+    contract: Arc<Contract>,
     what: Scan,
     digester: Digester,
     panic_worker: bool,
@@ -113,7 +113,12 @@ pub(super) async fn scan(
                 .into_iter()
                 .enumerate()
                 .map(|(i, rx)| {
-                    spawn_checker(rx, contract, digester, panic_worker && i == WORKERS - 1)
+                    spawn_checker(
+                        rx,
+                        contract.clone(),
+                        digester,
+                        panic_worker && i == WORKERS - 1,
+                    )
                 })
                 .unzip();
             let stop2 = stop.clone();
@@ -408,7 +413,7 @@ fn prove_complete(
 /// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
 fn spawn_checker(
     mut rx: mpsc::Receiver<Batch>,
-    contract: &'static Contract,
+    contract: Arc<Contract>,
     digester: Digester,
     panic_mid_file: bool,
 ) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
@@ -422,7 +427,7 @@ fn spawn_checker(
                 "drill: validation worker panics mid-file"
             );
             if tx
-                .blocking_send(check_batch(&batch, contract, digester))
+                .blocking_send(check_batch(&batch, &contract, digester))
                 .is_err()
             {
                 return;

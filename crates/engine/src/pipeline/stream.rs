@@ -51,7 +51,12 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .at(Step::Stage, input)?;
     sweep_scratch(ctx);
     let plan = spill_plan(ctx.cfg, &ctx.run_id, ctx.hooks);
-    let v = Sequencer::new(ctx.cfg.max_rejected_lines, reader.size).with_spill(plan);
+    let v = Sequencer::new(
+        ctx.cfg.contract.clone(),
+        ctx.cfg.max_rejected_lines,
+        reader.size,
+    )
+    .with_spill(plan);
     let digester = digester(ctx.hooks);
     let progress =
         ctx.terminal
@@ -63,7 +68,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         input,
         progress,
         Limits::of(ctx.cfg),
-        ctx.cfg.contract,
+        ctx.cfg.contract.clone(),
         Scan::Land(v, out_tx),
         digester,
         ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
@@ -90,7 +95,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let reread = || ctx.input.read(&ctx.input_key);
     let resolved = resolve(
         &mut v,
-        ctx.cfg.contract,
+        &ctx.cfg.contract,
         digester,
         ctx.cfg.max_line_bytes,
         input,

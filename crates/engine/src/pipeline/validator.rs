@@ -14,6 +14,7 @@
 //! need the parallel pipeline (drills, tests).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -117,7 +118,8 @@ enum Item {
     /// Canonical bytes end at this offset of [`Checked::canonical`].
     Accept(Digests, usize),
     Reject(Reason),
-    Prohibited(&'static str),
+    /// The index of the name in the contract's `prohibited` list.
+    Prohibited(usize),
 }
 
 /// A batch after step 2.
@@ -129,7 +131,7 @@ pub struct Checked {
 }
 
 /// Step 2: validate every line of a batch, canonicalise and digest the accepted.
-pub fn check_batch(batch: &Batch, contract: &'static Contract, digester: Digester) -> Checked {
+pub fn check_batch(batch: &Batch, contract: &Contract, digester: Digester) -> Checked {
     let mut out = Checked {
         canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
         items: Vec::with_capacity(batch.lines.len()),
@@ -163,7 +165,7 @@ pub fn check_batch(batch: &Batch, contract: &'static Contract, digester: Digeste
 
 /// One line through [`contract::validate`], the full rules.
 fn slow_item(
-    contract: &'static Contract,
+    contract: &Contract,
     line: &[u8],
     canonical: &mut Vec<u8>,
     digester: Digester,
@@ -244,6 +246,8 @@ pub struct Spilled {
 
 /// Step 3: the order-dependent decisions.
 pub struct Sequencer {
+    /// The contract the lines were checked against: it names reasons and fields.
+    contract: Arc<Contract>,
     index: Option<DedupIndex>,
     plan: Option<SpillPlan>,
     spilled: Option<Spilled>,
@@ -267,8 +271,9 @@ pub struct Sequencer {
 
 impl Sequencer {
     /// `cap`: quarantined lines tolerated; `input_size` sizes the dedup index.
-    pub fn new(cap: u64, input_size: u64) -> Self {
+    pub fn new(contract: Arc<Contract>, cap: u64, input_size: u64) -> Self {
         Sequencer {
+            contract,
             index: None,
             plan: None,
             spilled: None,
@@ -333,6 +338,7 @@ impl Sequencer {
                     None
                 }
                 Item::Reject(reason) => reject(
+                    &self.contract,
                     &mut self.counts,
                     self.cap,
                     &mut self.quarantine,
@@ -340,7 +346,8 @@ impl Sequencer {
                     number,
                     reason,
                 ),
-                Item::Prohibited(field) => {
+                Item::Prohibited(k) => {
+                    let field = self.contract.prohibited[k].clone();
                     Some(refusal(RefusalKind::ProhibitedField, number, Some(field)))
                 }
             };
@@ -554,12 +561,13 @@ impl Sequencer {
     }
 }
 
-fn refusal(kind: RefusalKind, line: u64, field: Option<&'static str>) -> Refusal {
+fn refusal(kind: RefusalKind, line: u64, field: Option<String>) -> Refusal {
     Refusal { kind, line, field }
 }
 
 /// Count a quarantined line; over the cap it refuses the file.
 fn reject(
+    contract: &Contract,
     counts: &mut Counts,
     cap: u64,
     quarantine: &mut Vec<u8>,
@@ -573,12 +581,12 @@ fn reject(
     if first.len() < CHECK_REASONS {
         first.push(Rejected {
             line: number,
-            reason: reason.code(),
+            reason: reason.code(contract).to_owned(),
         });
     }
     if counts.rejected > cap {
         return Some(refusal(RefusalKind::RejectCap, number, None));
     }
-    contract::write_quarantine_record(quarantine, number, reason);
+    contract::write_quarantine_record(quarantine, number, reason, contract);
     None
 }

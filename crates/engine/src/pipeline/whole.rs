@@ -3,6 +3,7 @@
 //! collision. For callers that do not need the parallel pipeline (drills, tests).
 
 use bytes::Bytes;
+use std::sync::Arc;
 
 use super::resolve::IdCheck;
 use super::validator::{check_batch, Batch, Sequencer, Suspect};
@@ -12,7 +13,7 @@ use crate::summary::{Refusal, RefusalKind};
 
 /// All three steps on the caller's thread.
 pub struct Validator {
-    contract: &'static Contract,
+    contract: Arc<Contract>,
     framer: LineFramer,
     seq: Sequencer,
     digester: Digester,
@@ -20,10 +21,11 @@ pub struct Validator {
 
 impl Validator {
     pub fn new(max_line_bytes: usize, cap: u64, input_size: u64, seed: u64) -> Self {
+        let contract = contract::progress();
         Validator {
-            contract: contract::progress(),
+            seq: Sequencer::new(contract.clone(), cap, input_size),
+            contract,
             framer: LineFramer::new(max_line_bytes),
-            seq: Sequencer::new(cap, input_size),
             digester: Digester::new(seed),
         }
     }
@@ -31,19 +33,19 @@ impl Validator {
     pub fn feed(&mut self, chunk: &[u8]) {
         let batch = Batch::frame(&mut self.framer, Bytes::copy_from_slice(chunk));
         self.seq
-            .apply(&check_batch(&batch, self.contract, self.digester));
+            .apply(&check_batch(&batch, &self.contract, self.digester));
     }
 
     pub fn finish(&mut self) {
         let batch = Batch::finish(&mut self.framer);
         self.seq
-            .apply(&check_batch(&batch, self.contract, self.digester));
+            .apply(&check_batch(&batch, &self.contract, self.digester));
     }
 
     /// Compare the full ids of any suspects against `input`, the bytes fed.
     pub fn resolve(&mut self, input: &[u8], max_line_bytes: usize) {
-        let (c, d) = (self.contract, self.digester);
-        resolve_in_memory(&mut self.seq, c, d, max_line_bytes, input);
+        let d = self.digester;
+        resolve_in_memory(&mut self.seq, &self.contract, d, max_line_bytes, input);
     }
 
     pub fn sequencer(&mut self) -> &mut Sequencer {
@@ -54,7 +56,7 @@ impl Validator {
 /// The Validator's resolution, over the whole input in memory (drills, tests).
 fn resolve_in_memory(
     seq: &mut Sequencer,
-    contract: &'static Contract,
+    contract: &Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &[u8],
@@ -165,7 +167,7 @@ mod tests {
             v.sequencer().first_rejects(),
             [Rejected {
                 line: 1,
-                reason: "invalid_json"
+                reason: "invalid_json".into()
             }]
         );
         // Nothing of a refused file reaches the quarantine.
@@ -186,7 +188,7 @@ mod tests {
         let mut v = run(&format!("{GOOD}\n{bad}\n"), 100);
         let r = v.sequencer().refusal().unwrap();
         assert_eq!(
-            (r.kind, r.line, r.field),
+            (r.kind, r.line, r.field.as_deref()),
             (RefusalKind::ProhibitedField, 2, Some("email"))
         );
     }
@@ -206,15 +208,15 @@ mod tests {
             [
                 Rejected {
                     line: 1,
-                    reason: "line_too_long"
+                    reason: "line_too_long".into()
                 },
                 Rejected {
                     line: 2,
-                    reason: "line_too_long"
+                    reason: "line_too_long".into()
                 },
                 Rejected {
                     line: 4,
-                    reason: "line_too_long"
+                    reason: "line_too_long".into()
                 },
             ]
         );

@@ -7,6 +7,7 @@
 //! module sees them); only the line framer sees the decoded content. The name
 //! decides only the published name; how a file is read is decided by its magic bytes.
 
+use std::future::Future;
 use std::io::{Read, Write};
 
 use bytes::{Bytes, BytesMut};
@@ -237,64 +238,126 @@ pub fn spawn_decoder(
     })
 }
 
-/// Read an object's content to the end, decoding it when its first bytes say it is
-/// gzip or zstd; `f` gets each piece in order. `Ok(Some)`: the stream is broken
-/// (what it decoded to before that was given to `f`).
-pub async fn read_content(
-    mut reader: ObjectReader,
-    location: &str,
-    mut f: impl FnMut(&[u8]),
-) -> Result<Option<Broken>> {
-    let read_err = |e: std::io::Error| Error::store("read", location, e);
-    let mut first = BytesMut::with_capacity(DECODED_CHUNK);
-    while first.len() < Codec::SNIFF_LEN {
-        if reader.body.read_buf(&mut first).await.map_err(read_err)? == 0 {
-            break;
-        }
+/// Stored bytes, chunk by chunk, in order: what [`decode_with`] reads.
+pub trait Stored: Send {
+    /// The next chunk; `None` at the end.
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Bytes>>> + Send;
+}
+
+/// Where [`decode_with`] hands the content, piece by piece, in order.
+pub trait Content: Send {
+    fn take(&mut self, piece: Bytes) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Content handed to a plain function.
+pub struct Each<F>(pub F);
+
+impl<F: FnMut(&[u8]) + Send> Content for Each<F> {
+    async fn take(&mut self, piece: Bytes) -> Result<()> {
+        (self.0)(&piece);
+        Ok(())
     }
-    let Some(codec) = Codec::sniff(&first) else {
-        f(&first);
-        let mut buf = vec![0u8; DECODED_CHUNK];
-        loop {
-            let n = reader.body.read(&mut buf).await.map_err(read_err)?;
-            if n == 0 {
-                return Ok(None);
-            }
-            f(&buf[..n]);
+}
+
+/// An object's stored bytes, the first of them perhaps already read.
+pub struct ObjectChunks<'a> {
+    pub reader: ObjectReader,
+    pub location: &'a str,
+    /// Bytes read before (to tell the codec), handed on first.
+    pub first: Option<Bytes>,
+}
+
+impl Stored for ObjectChunks<'_> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
+        if let Some(b) = self.first.take() {
+            return Ok(Some(b));
         }
+        let mut buf = BytesMut::with_capacity(DECODED_CHUNK);
+        let n = self
+            .reader
+            .body
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| Error::store("read", self.location, e))?;
+        Ok((n > 0).then(|| buf.freeze()))
+    }
+}
+
+/// The one decode loop: the chunks of `stored` are decoded as `codec` (`None`: they
+/// are the content) and each piece of content goes to `content`, in order. Reading,
+/// decoding (on a blocking thread) and taking overlap. `Ok(Some)`: the stream is
+/// broken, or decodes to more than `limit` bytes; what it decoded to before that was
+/// taken. An error of either side stops both; the taker's error wins.
+///
+/// Once the decoder stops early (a broken stream) `stored` is read no further: a
+/// caller that must see every stored byte (the input's hash) drains the rest.
+pub async fn decode_with(
+    codec: Option<Codec>,
+    limit: u64,
+    location: &str,
+    stored: &mut impl Stored,
+    content: &mut impl Content,
+) -> Result<Option<Broken>> {
+    let Some(codec) = codec else {
+        while let Some(chunk) = stored.next_chunk().await? {
+            content.take(chunk).await?;
+        }
+        return Ok(None);
     };
     let (stored_tx, stored_rx) = mpsc::channel::<Bytes>(4);
     let (out_tx, mut out_rx) = mpsc::channel(4);
-    let decoder = spawn_decoder(codec, stored_rx, out_tx, u64::MAX);
+    let decoder = spawn_decoder(codec, stored_rx, out_tx, limit);
     let feed = async move {
-        let mut chunk = first.freeze();
-        loop {
+        while let Some(chunk) = stored.next_chunk().await? {
             if stored_tx.send(chunk).await.is_err() {
-                // The decoder stopped: the stream is broken, reading on is pointless.
-                return Ok(());
+                // The decoder stopped (a broken stream, or the taker failed).
+                break;
             }
-            let mut buf = BytesMut::with_capacity(DECODED_CHUNK);
-            if reader.body.read_buf(&mut buf).await.map_err(read_err)? == 0 {
-                return Ok::<(), Error>(());
-            }
-            chunk = buf.freeze();
         }
+        Ok::<(), Error>(())
     };
-    let take = async {
+    // `move`: when the taker ends, the content channel closes and the decoder stops.
+    let taken = async move {
         while let Some(piece) = out_rx.recv().await {
             match piece {
-                Ok(b) => f(&b),
-                Err(broken) => return Some(broken),
+                Ok(b) => content.take(b).await?,
+                Err(broken) => return Ok(Some(broken)),
             }
         }
-        None
+        Ok::<_, Error>(None)
     };
-    let (fed, broken) = tokio::join!(feed, take);
+    let (fed, taken) = tokio::join!(feed, taken);
+    let broken = taken?;
     fed?;
     decoder
         .await
         .map_err(|e| Error::store("join decoder", location, e))?;
     Ok(broken)
+}
+
+/// Read an object's content to the end, decoding it when its first bytes say it is
+/// gzip or zstd; `f` gets each piece in order. `Ok(Some)`: the stream is broken
+/// (what it decoded to before that was given to `f`).
+pub async fn read_content(
+    reader: ObjectReader,
+    location: &str,
+    f: impl FnMut(&[u8]) + Send,
+) -> Result<Option<Broken>> {
+    let mut stored = ObjectChunks {
+        reader,
+        location,
+        first: None,
+    };
+    let mut first = stored.next_chunk().await?.unwrap_or_default();
+    while first.len() < Codec::SNIFF_LEN {
+        let Some(more) = stored.next_chunk().await? else {
+            break;
+        };
+        first = [first, more].concat().into();
+    }
+    let codec = Codec::sniff(&first);
+    stored.first = Some(first).filter(|b| !b.is_empty());
+    decode_with(codec, u64::MAX, location, &mut stored, &mut Each(f)).await
 }
 
 /// Read until `buf` is full or the stream ends; the bytes read.

@@ -7,20 +7,18 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use fixedbitset::FixedBitSet;
-use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc;
 
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
-use crate::compression::{self, Broken, Codec, Encoder, OutputCompression};
+use crate::compression::{self, Codec, Encoder, OutputCompression};
 use crate::config::Config;
 use crate::contract::{self, Contract, Line, LineFramer, Verdict};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
 use crate::spill::{self, Merged, Scratch};
-use crate::store::{ObjectReader, Staged, Store};
+use crate::store::{ObjectReader, Staged, Store, Upload};
 use crate::summary::{Refusal, RefusalKind, SpillReport};
 
 /// This run's digests: a fresh seed, and the test hook's narrowed id digests.
@@ -337,96 +335,98 @@ pub(super) async fn second_pass(
 ) -> Result<Staged> {
     let location = lake.location(&first.key);
     let reader = lake.read(&first.key).await?;
-    let mut encoder =
+    let encoder =
         Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
-    let mut out = lake.restage(&first, run_id).await?;
-    let (tx, mut rx) = mpsc::channel::<std::result::Result<Bytes, Broken>>(4);
-    let decoded = decode(reader, output, tx, &location);
-    let filtered = async {
-        let mut filter = Filter::default();
-        let mut wrote = false;
-        while let Some(piece) = rx.recv().await {
-            let piece = piece
-                .map_err(|b| Error::store("decode staged output", &location, format!("{b:?}")))?;
-            let mut stored = filter.push(&piece, drops);
-            if let Some(e) = encoder.as_mut() {
-                let coded = e.write(&stored);
-                stored =
-                    Bytes::from(coded.map_err(|e| Error::store("compress output", &location, e))?);
-            }
-            if !stored.is_empty() {
-                out.write(stored).await?;
-                if !wrote {
-                    wrote = true;
-                    hooks.crash(CrashPoint::SecondPass);
-                }
+    let out = lake.restage(&first, run_id).await?;
+    let mut rewrite = Rewrite {
+        filter: Filter::default(),
+        drops,
+        encoder,
+        out,
+        location: &location,
+        hooks,
+        wrote: false,
+    };
+    let codec = match output {
+        OutputCompression::None => None,
+        OutputCompression::Gzip => Some(Codec::Gzip),
+        OutputCompression::Zstd => Some(Codec::Zstd),
+    };
+    let mut stored = compression::ObjectChunks {
+        reader,
+        location: &location,
+        first: None,
+    };
+    let decoded =
+        compression::decode_with(codec, u64::MAX, &location, &mut stored, &mut rewrite).await;
+    let done = match decoded {
+        Ok(None) => rewrite.finish().await,
+        Ok(Some(b)) => Err(Error::store(
+            "decode staged output",
+            &location,
+            format!("{b:?}"),
+        )),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = done {
+        let _ = rewrite.out.abort().await;
+        return Err(e);
+    }
+    let staged = rewrite.out.complete().await?;
+    lake.discard(&first).await?;
+    Ok(staged)
+}
+
+/// The second pass's writer: the content without the dropped lines, encoded again
+/// when the output is compressed, into the second staging.
+struct Rewrite<'a> {
+    filter: Filter,
+    drops: &'a FixedBitSet,
+    encoder: Option<Encoder>,
+    out: Box<dyn Upload>,
+    location: &'a str,
+    hooks: Hooks,
+    wrote: bool,
+}
+
+impl compression::Content for Rewrite<'_> {
+    async fn take(&mut self, piece: Bytes) -> Result<()> {
+        let mut stored = self.filter.push(&piece, self.drops);
+        if let Some(e) = self.encoder.as_mut() {
+            let coded = e.write(&stored);
+            stored =
+                Bytes::from(coded.map_err(|e| Error::store("compress output", self.location, e))?);
+        }
+        if !stored.is_empty() {
+            self.out.write(stored).await?;
+            if !self.wrote {
+                self.wrote = true;
+                self.hooks.crash(CrashPoint::SecondPass);
             }
         }
-        let tail = filter.finish(drops);
-        let tail = match encoder.take() {
+        Ok(())
+    }
+}
+
+impl Rewrite<'_> {
+    /// The last, unterminated line and the encoder's end.
+    async fn finish(&mut self) -> Result<()> {
+        let tail = self.filter.finish(self.drops);
+        let tail = match self.encoder.take() {
             None => tail,
             Some(mut e) => {
                 let end = e.write(&tail).and_then(|mut v| {
                     v.extend(e.finish()?);
                     Ok(v)
                 });
-                Bytes::from(end.map_err(|e| Error::store("compress output", &location, e))?)
+                Bytes::from(end.map_err(|e| Error::store("compress output", self.location, e))?)
             }
         };
         if !tail.is_empty() {
-            out.write(tail).await?;
+            self.out.write(tail).await?;
         }
-        Ok::<(), Error>(())
-    };
-    let (decoded, filtered) = tokio::join!(decoded, filtered);
-    if let Err(e) = decoded.and(filtered) {
-        let _ = out.abort().await;
-        return Err(e);
+        Ok(())
     }
-    let staged = out.complete().await?;
-    lake.discard(&first).await?;
-    Ok(staged)
-}
-
-/// Send the staged output's content on `tx`: its bytes, or decoded when the output
-/// is compressed.
-async fn decode(
-    mut reader: ObjectReader,
-    output: OutputCompression,
-    tx: mpsc::Sender<std::result::Result<Bytes, Broken>>,
-    location: &str,
-) -> Result<()> {
-    let codec = match output {
-        OutputCompression::None => None,
-        OutputCompression::Gzip => Some(Codec::Gzip),
-        OutputCompression::Zstd => Some(Codec::Zstd),
-    };
-    let read = |e| Error::store("read staged output", location, e);
-    let Some(codec) = codec else {
-        loop {
-            let mut buf = BytesMut::with_capacity(1 << 20);
-            if reader.body.read_buf(&mut buf).await.map_err(read)? == 0
-                || tx.send(Ok(buf.freeze())).await.is_err()
-            {
-                return Ok(());
-            }
-        }
-    };
-    let (stored_tx, stored_rx) = mpsc::channel::<Bytes>(4);
-    let decoder = compression::spawn_decoder(codec, stored_rx, tx, u64::MAX);
-    loop {
-        let mut buf = BytesMut::with_capacity(1 << 20);
-        // A closed channel: the decoder stopped (and said why on `tx`).
-        if reader.body.read_buf(&mut buf).await.map_err(read)? == 0
-            || stored_tx.send(buf.freeze()).await.is_err()
-        {
-            break;
-        }
-    }
-    drop(stored_tx);
-    decoder
-        .await
-        .map_err(|e| Error::store("join decoder", location, e))
 }
 
 /// Drops output lines by ordinal, across chunk boundaries.

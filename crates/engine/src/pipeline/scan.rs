@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::validator::{check_batch, Batch, Checked, Sequencer};
-use crate::compression::{self, Broken, Codec};
+use crate::compression::{self, Broken, Codec, Stored as _};
 use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
 use crate::identity::{hex, Digester};
@@ -128,15 +128,21 @@ pub(super) async fn scan(
         }
         None => (Dealer::new(None, Vec::new(), stop), None),
     };
-    let broken = match codec {
-        None => {
-            while let Some(chunk) = raw.next().await? {
-                dealer.deal(chunk).await;
-            }
-            None
-        }
-        Some(codec) => decode_and_deal(codec, &mut raw, &mut dealer, limits).await?,
-    };
+    // A compressed input is decoded to its end even once validation stopped: a
+    // damaged stream can decode to garbage lines before its checksum fails, and the
+    // refusal must then name the stream, not a line.
+    let broken = compression::decode_with(
+        codec,
+        limits.max_decompressed,
+        raw.input,
+        &mut raw,
+        &mut dealer,
+    )
+    .await?;
+    if broken.is_some() {
+        // The decoder stopped; the hash still wants every stored byte.
+        while raw.next_chunk().await?.is_some() {}
+    }
     let lines_framed = dealer.lines_seen();
     let (dealt, lost_worker) = match broken {
         None => dealer.finish().await,
@@ -235,9 +241,11 @@ impl Raw<'_> {
             .await
             .map_err(|e| Error::store("read input", self.input, e))
     }
+}
 
+impl compression::Stored for Raw<'_> {
     /// The next chunk of stored bytes, hashed and counted; `None` at the end.
-    async fn next(&mut self) -> Result<Option<Bytes>> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
         let chunk = match self.pending.take() {
             Some(b) => b,
             None => {
@@ -253,6 +261,13 @@ impl Raw<'_> {
             return Err(Error::store("hash input", self.input, "hasher stopped"));
         }
         Ok(Some(chunk))
+    }
+}
+
+impl compression::Content for Dealer {
+    async fn take(&mut self, piece: Bytes) -> Result<()> {
+        self.deal(piece).await;
+        Ok(())
     }
 }
 
@@ -339,51 +354,6 @@ impl Dealer {
     fn abandon(self) -> (Option<(u64, u64)>, bool) {
         (None, self.lost_worker)
     }
-}
-
-/// A compressed input: stored chunks go (hashed) to the decoder thread, its content
-/// to the dealer. Both run at once. When validation stops, the stream is still
-/// decoded to its end: a damaged stream can decode to garbage lines before its
-/// checksum fails, and the refusal must then name the stream, not a line. `Some`
-/// when the stream is broken.
-async fn decode_and_deal(
-    codec: Codec,
-    raw: &mut Raw<'_>,
-    dealer: &mut Dealer,
-    limits: Limits,
-) -> Result<Option<Broken>> {
-    let (stored_tx, stored_rx) = mpsc::channel::<Bytes>(4);
-    let (out_tx, out_rx) = mpsc::channel(4);
-    let decoder = compression::spawn_decoder(codec, stored_rx, out_tx, limits.max_decompressed);
-    let feed = async {
-        let mut to_decoder = Some(stored_tx);
-        while let Some(chunk) = raw.next().await? {
-            if let Some(tx) = &to_decoder {
-                if tx.send(chunk).await.is_err() {
-                    // The decoder stopped (broken stream, or nothing more wanted).
-                    to_decoder = None;
-                }
-            }
-        }
-        Ok::<(), Error>(())
-    };
-    let take = async {
-        let mut out_rx = out_rx;
-        while let Some(decoded) = out_rx.recv().await {
-            match decoded {
-                // A no-op once validation stopped.
-                Ok(content) => dealer.deal(content).await,
-                Err(broken) => return Some(broken),
-            }
-        }
-        None
-    };
-    let (fed, broken) = tokio::join!(feed, take);
-    fed?;
-    decoder
-        .await
-        .map_err(|e| Error::store("join decoder", raw.input, e))?;
-    Ok(broken)
 }
 
 /// Every batch framed was checked and sequenced, covering every physical line.

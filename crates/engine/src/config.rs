@@ -61,12 +61,7 @@ pub struct Config {
 impl Config {
     /// Bytes of S3 parts a run may hold in flight (none on a local lake).
     pub fn parts_in_flight(&self) -> u64 {
-        match self.lake {
-            Location::S3 { .. } => {
-                (self.s3.part_size as u64) * (self.s3.upload_concurrency as u64 + 1)
-            }
-            Location::Local(_) => 0,
-        }
+        self.lake.write_buffer(&self.s3)
     }
 
     /// The dedup index's share of one run's budget, if there is a budget.

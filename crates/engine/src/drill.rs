@@ -154,34 +154,9 @@ impl Scratch {
         Ok(r.aborted_uploads + r.deleted_objects)
     }
 
+    /// Everything the scenario wrote: its scratch lake is its own.
     async fn remove(&self) -> Result<()> {
-        if let Location::Local(dir) = &self.lake {
-            return std::fs::remove_dir_all(dir)
-                .or_else(|e| {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                })
-                .map_err(|e| Error::store("remove drill scratch", dir.display().to_string(), e));
-        }
-        let l = &self.layout;
-        for key in [
-            &self.input_key,
-            &l.raw,
-            &l.quarantine,
-            &l.checkpoint,
-            &l.lock,
-        ] {
-            self.store.delete(key).await?;
-        }
-        // The child runs' records (runs/<product>/<name>/<run id>.json).
-        let runs = &self.layout.runs;
-        for f in self.store.list(runs).await?.files {
-            self.store.delete(&format!("{runs}/{}", f.name)).await?;
-        }
-        Ok(())
+        self.store.remove_tree("").await
     }
 }
 
@@ -467,11 +442,11 @@ async fn staged_bytes_stay_hidden(
     // More than one part, so at least one part is uploaded before completion.
     up.write(Bytes::from(vec![b'\n'; cfg.s3.part_size + (1 << 20)]))
         .await?;
-    // On S3 an upload in progress is not even an object under its staging key; a local
-    // temp file is a hidden name beside the destination, which readers skip.
-    let s3 = matches!(cfg.lake, Location::S3 { .. });
+    // A multipart upload in progress is not even an object under its staging key; a
+    // local temp file is a hidden name beside the destination, which readers skip.
+    let parts = store.capabilities().multipart;
     let during =
-        store.head(dest).await?.is_none() && !(s3 && store.head(up.key()).await?.is_some());
+        store.head(dest).await?.is_none() && !(parts && store.head(up.key()).await?.is_some());
     let staged = up.complete().await?;
     let before_promote = store.head(dest).await?.is_none();
     let promoted = store.promote(&staged, &Expect::Absent, fence).await?;
@@ -519,8 +494,9 @@ pub async fn drill(cfg: &DrillConfig) -> Result<Report> {
         old_out: expected_output(&old_in),
         new_out: expected_output(&new_in),
     };
+    let lake = crate::store::open(&cfg.lake, &cfg.s3).await?;
     let mut points = vec!["mid-stream"];
-    if matches!(cfg.lake, Location::S3 { .. }) {
+    if lake.capabilities().multipart {
         points.push("after-part:1");
     }
     points.extend(["after-staging", "after-publish", "after-checkpoint"]);
@@ -542,10 +518,8 @@ pub async fn drill(cfg: &DrillConfig) -> Result<Report> {
     rows.extend(refusal_and_skip(cfg, &s, &known, (&old_in, &new_in)).await?);
     if !cfg.keep {
         s.remove().await?;
-        if let Location::Local(dir) = &cfg.lake {
-            let _ = std::fs::remove_dir(dir.join("drills").join(&drill_id));
-            let _ = std::fs::remove_dir(dir.join("drills"));
-        }
+        // What is left of this drill's tree: folders, on a local lake.
+        lake.remove_tree(&format!("drills/{drill_id}")).await?;
     }
     Ok(Report {
         passed: rows.iter().all(|r| r.held),

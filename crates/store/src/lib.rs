@@ -7,7 +7,8 @@
 //! bucket plus prefix).
 //!
 //! Map:
-//! - this file: [`Location`] and [`open`], the [`Store`] trait and the values it
+//! - `location.rs`: [`Location`], a path or an S3 bucket and key;
+//! - this file: [`open`], the [`Store`] trait and the values it
 //!   speaks in ([`ObjectMeta`], [`Version`], [`Condition`], [`Staged`], [`Fence`]),
 //!   and the run's write [`Gate`] (its lease deadline, its bounded local locks and
 //!   the [`WriteObserver`] of drills and tests);
@@ -19,7 +20,6 @@
 //! The crate knows nothing of runs' progress, settings or the lake's folder names:
 //! it builds only on `landing-error`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -30,87 +30,13 @@ use tokio::io::AsyncRead;
 use landing_error::{Error, Result};
 
 pub mod local;
+mod location;
 pub mod s3;
+
+pub use location::Location;
 
 use local::LocalStore;
 use s3::{S3Options, S3Store};
-
-/// Where an input or a lake lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
-    /// A local file (input) or folder (lake).
-    Local(PathBuf),
-    /// An S3 bucket and key (input) or prefix (lake, may be empty).
-    S3 { bucket: String, key: String },
-}
-
-impl Location {
-    pub fn parse(s: &str) -> Result<Self> {
-        if let Some(rest) = s.strip_prefix("s3://") {
-            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-            if bucket.is_empty() {
-                return Err(Error::Config(format!("{s}: an S3 URL needs a bucket")));
-            }
-            return Ok(Location::S3 {
-                bucket: bucket.to_owned(),
-                key: key.trim_matches('/').to_owned(),
-            });
-        }
-        if s.is_empty() {
-            return Err(Error::Config("empty path".into()));
-        }
-        Ok(Location::Local(PathBuf::from(s)))
-    }
-
-    /// The input name: the last path segment.
-    pub fn name(&self) -> Option<&str> {
-        match self {
-            Location::Local(p) => p.file_name().and_then(|n| n.to_str()),
-            Location::S3 { key, .. } => key.rsplit('/').next().filter(|n| !n.is_empty()),
-        }
-    }
-
-    /// `rel` (a key, or a relative path) under this folder or prefix.
-    pub fn join(&self, rel: &str) -> Location {
-        match self {
-            Location::Local(dir) => Location::Local(dir.join(rel)),
-            Location::S3 { bucket, key } => Location::S3 {
-                bucket: bucket.clone(),
-                key: [key.as_str(), rel]
-                    .into_iter()
-                    .filter(|p| !p.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("/"),
-            },
-        }
-    }
-
-    /// The inverse of [`Location::join`] for a file or object: its folder or prefix
-    /// (`.` for a bare local file name) and its name.
-    pub fn split_name(&self) -> Option<(Location, &str)> {
-        let name = self.name()?;
-        let parent = match self {
-            Location::Local(path) => {
-                let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-                Location::Local(dir.map_or_else(|| ".".into(), |d| d.to_path_buf()))
-            }
-            Location::S3 { bucket, key } => Location::S3 {
-                bucket: bucket.clone(),
-                key: key.rsplit_once('/').map_or("", |(k, _)| k).to_owned(),
-            },
-        };
-        Some((parent, name))
-    }
-}
-
-impl std::fmt::Display for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Location::Local(p) => write!(f, "{}", p.display()),
-            Location::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
-        }
-    }
-}
 
 /// Open the store rooted at `loc` to write: a folder (created if missing, so a first
 /// run on a new machine needs no setup) or an S3 bucket plus prefix, configured by `s3`.
@@ -141,6 +67,27 @@ async fn open_with(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn
             Arc::new(S3Store::from_env(bucket, key, s3).await?.with_gate(gate))
         }
     })
+}
+
+/// The listing of the folder or prefix `loc` that a run is told to read (`what`
+/// names the flag, `--inbox`). One that does not exist, or a local folder that
+/// cannot be read (a typo, an unmounted volume, a permission), is a configuration
+/// error naming it; an S3 failure stays a store error, which a retry may cure.
+pub async fn list_root(loc: &Location, s3: &S3Options, what: &str) -> Result<Listing> {
+    let store = open_read_only(loc, s3).await?;
+    match store.list("").await {
+        Err(Error::NotFound { .. }) => Err(Error::Config(format!(
+            "{what} {loc}: no such folder or bucket"
+        ))),
+        Err(Error::Store {
+            op,
+            location,
+            source,
+        }) if matches!(loc, Location::Local(_)) => Err(Error::Config(format!(
+            "{what} {loc}: cannot {op} {location}: {source}"
+        ))),
+        other => other,
+    }
 }
 
 /// The instant before which a run's writes must start: its lease's deadline (see
@@ -363,6 +310,10 @@ pub struct Capabilities {
     /// the store's side (S3: one attempt's timeout). `None` where every write checks
     /// the deadline under a lock at its last instant (a local lake).
     pub in_flight: Option<Duration>,
+    /// A staged write goes up in parts (an S3 multipart upload): the write observer
+    /// sees each part end, and an upload in progress is no object at all, not even
+    /// under its staging key. A local lake writes a hidden temp file instead.
+    pub multipart: bool,
 }
 
 /// One entry of a [`Store::list`]: a file or object directly under the listed folder.
@@ -484,6 +435,29 @@ pub trait Store: Send + Sync {
         )))
     }
 
+    /// Remove every object under the folder `prefix` ("" for the root): a scratch
+    /// tree, such as a drill's, never a zone of the lake. This default walks
+    /// [`Store::list`] and deletes each object; a local lake removes the folder
+    /// whole, and the folders above it (below the root) that it leaves empty.
+    async fn remove_tree(&self, prefix: &str) -> Result<()> {
+        let under = |folder: &str, name: &str| {
+            if folder.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{folder}/{name}")
+            }
+        };
+        let mut folders = vec![prefix.to_owned()];
+        while let Some(folder) = folders.pop() {
+            let listing = self.list(&folder).await?;
+            for f in &listing.files {
+                self.delete(&under(&folder, &f.name)).await?;
+            }
+            folders.extend(listing.folders.iter().map(|d| under(&folder, d)));
+        }
+        Ok(())
+    }
+
     /// Open `key` for one streaming read. `NotFound` if absent.
     async fn read(&self, key: &str) -> Result<ObjectReader>;
 
@@ -558,49 +532,7 @@ pub trait Upload: Send {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn locations_join_and_split() {
-        for (root, joined) in [
-            ("s3://b/in/", "s3://b/in/a.jsonl"),
-            ("s3://b", "s3://b/a.jsonl"),
-            ("/in", "/in/a.jsonl"),
-        ] {
-            let root = Location::parse(root).unwrap();
-            let file = root.join("a.jsonl");
-            assert_eq!(file.to_string(), joined);
-            let (parent, name) = file.split_name().unwrap();
-            assert_eq!((parent, name), (root.clone(), "a.jsonl"));
-        }
-        let bare = Location::parse("a.jsonl").unwrap();
-        assert_eq!(bare.split_name().unwrap().0.to_string(), ".");
-        let scratch = Location::parse("s3://b/lake").unwrap().join("drills/d-1/x");
-        assert_eq!(scratch.to_string(), "s3://b/lake/drills/d-1/x");
-    }
-
     use super::*;
-
-    #[test]
-    fn parses_s3_and_local_locations() {
-        assert_eq!(
-            Location::parse("s3://b/p/q/").unwrap(),
-            Location::S3 {
-                bucket: "b".into(),
-                key: "p/q".into()
-            }
-        );
-        assert_eq!(
-            Location::parse("s3://b").unwrap(),
-            Location::S3 {
-                bucket: "b".into(),
-                key: "".into()
-            }
-        );
-        assert!(Location::parse("s3:///k").is_err());
-        assert_eq!(
-            Location::parse("lake").unwrap(),
-            Location::Local(PathBuf::from("lake"))
-        );
-    }
 
     #[test]
     fn sweeps_take_their_own_leftovers_or_old_ones_of_others() {

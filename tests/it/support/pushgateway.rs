@@ -132,11 +132,25 @@ pub struct Scrape {
 }
 
 impl Scrape {
+    /// The text format, read by nom-openmetrics' Prometheus parser: one sample per
+    /// sample line (a summary's quantiles, `_sum` and `_count` each their own), label
+    /// values unescaped.
     pub fn parse(text: &str) -> Scrape {
-        let samples = text
-            .lines()
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|l| parse_sample(l).unwrap_or_else(|| panic!("unparsable sample line {l:?}")))
+        let (rest, families) = nom_openmetrics::parser::prometheus(text)
+            .unwrap_or_else(|e| panic!("the scrape is not the text format: {e:?}\n{text}"));
+        assert!(rest.trim().is_empty(), "unparsed scrape text: {rest:?}");
+        let samples = families
+            .iter()
+            .flat_map(|f| &f.samples)
+            .map(|s| Sample {
+                name: s.name().to_owned(),
+                labels: s
+                    .labels()
+                    .iter()
+                    .map(|l| (l.name.to_owned(), l.value.clone()))
+                    .collect(),
+                value: s.number(),
+            })
             .collect();
         Scrape {
             text: text.to_owned(),
@@ -187,50 +201,4 @@ impl Scrape {
             .collect::<Vec<_>>()
             .join("\n")
     }
-}
-
-/// `name{k="v",...} value` (escapes in values: \\, \", \n).
-fn parse_sample(line: &str) -> Option<Sample> {
-    let (name, rest) = match line.find(['{', ' ']) {
-        Some(i) => line.split_at(i),
-        None => return None,
-    };
-    let mut labels = BTreeMap::new();
-    let rest = if let Some(mut body) = rest.strip_prefix('{') {
-        loop {
-            body = body.trim_start_matches(',');
-            if let Some(after) = body.strip_prefix('}') {
-                break after;
-            }
-            let (key, after) = body.split_once("=\"")?;
-            let mut value = String::new();
-            let mut chars = after.char_indices();
-            let end = loop {
-                let (i, c) = chars.next()?;
-                match c {
-                    '\\' => match chars.next()?.1 {
-                        'n' => value.push('\n'),
-                        other => value.push(other),
-                    },
-                    '"' => break i + 1,
-                    c => value.push(c),
-                }
-            };
-            labels.insert(key.to_owned(), value);
-            body = &after[end..];
-        }
-    } else {
-        rest
-    };
-    let value = rest.split_whitespace().next()?;
-    let value = match value {
-        "+Inf" => f64::INFINITY,
-        "-Inf" => f64::NEG_INFINITY,
-        v => v.parse().ok()?,
-    };
-    Some(Sample {
-        name: name.to_owned(),
-        labels,
-        value,
-    })
 }

@@ -34,7 +34,7 @@ use crate::lease::Sightings;
 use crate::pipeline::Handles;
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
-use crate::store::{Listed, Location, Store};
+use crate::store::{Listed, Store};
 use crate::summary::{Action, Signal, Summary, Totals};
 
 mod land;
@@ -107,27 +107,8 @@ fn mib(bytes: u64) -> u32 {
 
 /// The inputs of this run: listed once, filtered, in name order.
 pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
-    let store = crate::store::open_read_only(&ic.inbox, &ic.base.s3).await?;
     // A typo or an unmounted volume must not be a quiet night with nothing to land.
-    let listing = match store.list("").await {
-        Err(Error::NotFound { .. }) => {
-            return Err(Error::Config(format!(
-                "--inbox {}: no such folder or bucket",
-                ic.inbox
-            )))
-        }
-        Err(Error::Store {
-            op,
-            location,
-            source,
-        }) if matches!(ic.inbox, Location::Local(_)) => {
-            return Err(Error::Config(format!(
-                "--inbox {}: cannot {op} {location}: {source}",
-                ic.inbox
-            )))
-        }
-        other => other?,
-    };
+    let listing = crate::store::list_root(&ic.inbox, &ic.base.s3, "--inbox").await?;
     let files = listing.files.len();
     let now_ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
     let min_age_ns = ic.min_age.as_nanos() as i128;

@@ -272,7 +272,32 @@ impl Store for LocalStore {
         Capabilities {
             instant_takeover: true,
             in_flight: None,
+            multipart: false,
         }
+    }
+
+    async fn remove_tree(&self, prefix: &str) -> Result<()> {
+        let path = self.path(prefix)?;
+        let store = self.clone();
+        blocking(move || {
+            match fs::remove_dir_all(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(store.err("remove folder", &path, e));
+                }
+                _ => {}
+            }
+            // The folders above it that are left empty, up to the root (exclusive);
+            // the first that is not empty (another drill's kept scratch) stops it.
+            let mut up = path.parent();
+            while let Some(dir) = up.filter(|d| d.starts_with(&store.root) && *d != store.root) {
+                if fs::remove_dir(dir).is_err() {
+                    break;
+                }
+                up = dir.parent();
+            }
+            Ok(())
+        })
+        .await
     }
 
     fn with_run_gate(&self, gate: Gate) -> Arc<dyn Store> {
@@ -374,6 +399,37 @@ mod tests {
             .enable_all()
             .build()
             .expect("runtime")
+    }
+
+    /// A scratch tree goes whole, with the folders above it that it leaves empty;
+    /// a folder that still holds something, and the root, stay.
+    #[test]
+    fn remove_tree_takes_the_folder_and_its_empty_parents_only() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let base = root.path().join("lake");
+        for f in [
+            "drills/a/x/raw/p/d.jsonl",
+            "drills/a/x/inbox/d.jsonl",
+            "drills/b/keep.jsonl",
+        ] {
+            let path = base.join(f);
+            fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            fs::write(path, b"{}\n").expect("write");
+        }
+        let store = LocalStore::new(&base);
+        runtime().block_on(async {
+            store.remove_tree("drills/a/x").await.expect("removed");
+            // drills/a was left empty: gone; drills still holds b: kept.
+            assert!(!base.join("drills/a").exists());
+            assert!(base.join("drills/b/keep.jsonl").exists());
+            store.remove_tree("drills/b").await.expect("removed");
+            store
+                .remove_tree("drills/none")
+                .await
+                .expect("a missing tree is removed");
+        });
+        assert!(!base.join("drills").exists(), "left empty, so removed");
+        assert!(base.exists(), "the root stays");
     }
 
     /// Guard files live in the locks zone, never beside the data they guard; listings

@@ -317,6 +317,7 @@ impl Store for S3Store {
         Capabilities {
             instant_takeover: false,
             in_flight: Some(self.cfg.attempt_timeout),
+            multipart: true,
         }
     }
 

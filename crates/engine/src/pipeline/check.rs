@@ -1,10 +1,10 @@
 //! `landing check`: the run's one pass and its resolution over an input, with
 //! nothing written anywhere.
 
+use super::ctx::{log_outcome, new_run_id, open_input};
 use super::resolve::{digester, resolve, spill_plan};
 use super::scan::{scan, Limits, Scan};
 use super::validator::Sequencer;
-use super::{log_outcome, new_run_id, open_input};
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::Hooks;

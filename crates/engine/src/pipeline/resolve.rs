@@ -23,7 +23,7 @@ use crate::summary::{Refusal, RefusalKind, SpillReport};
 
 /// This run's digests: a fresh seed, and the test hook's narrowed id digests.
 pub(super) fn digester(hooks: Hooks) -> Digester {
-    let d = Digester::new(super::random_u64());
+    let d = Digester::new(super::ctx::random_u64());
     match hooks.id_digest_bits {
         Some(bits) => d.with_key_bits(bits),
         None => d,

@@ -7,11 +7,12 @@ use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::ctx::{log_outcome, Ctx};
+use super::resolve::digester;
 use super::resolve::resolve;
 use super::resolve::spill_plan;
 use super::scan::{scan, Limits, Out, Scan};
 use super::validator::{Counts, Sequencer};
-use super::{digester, log_outcome, Ctx};
 use crate::compression::Encoder;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, PausePoint};

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use tracing::{info, warn};
 
-use super::{log_outcome, Ctx, StagedRun};
+use super::ctx::{log_outcome, Ctx, StagedRun};
 use crate::compression::OutputCompression;
 use crate::error::Result;
 use crate::store::{Staged, Sweep};

@@ -1,0 +1,124 @@
+//! The prepare stage, before anything is written: probe the store's copy fence,
+//! read the checkpoint and what is published, sweep when an earlier holder may have
+//! left staging; then the skip rule, which hashes the input and writes nothing.
+
+use tracing::{info, warn};
+
+use super::ctx::{log_outcome, Ctx, Seen};
+use super::resolve::digester;
+use super::scan::{scan, Limits, Scan};
+use super::tidy::sweep_others;
+use crate::checkpoint::{self, Current};
+use crate::error::{Error, Result, Step, StepExt};
+use crate::lease::{Inherited, Lease};
+use crate::store::{CopyFence, Fence, ObjectMeta};
+use crate::summary::Summary;
+
+/// What the run knows before it streams: the conditions of its writes.
+pub(super) struct Prepared {
+    /// What the store's probe found: the promotions are sent under it.
+    pub(super) fence: Fence,
+    /// The checkpoint read at the start: the condition of the checkpoint write.
+    pub(super) prior: Option<Current>,
+    /// What readers see now: the condition of the promotions.
+    pub(super) seen: Seen,
+}
+
+/// Read the conditions of the run's writes, sweeping first where needed.
+pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
+    let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
+    // Up to four independent round trips (six for the probe, once per store) go out
+    // together: none reads what another writes. The probe only touches this run's own
+    // staging, which the sweep of others' leftovers never takes. The sweep only if the
+    // lease was taken over, or released by a run that did not leave staging clean.
+    let (fence, prior, (), seen) = tokio::try_join!(
+        async {
+            let fence = ctx.lake.fencing(&ctx.layout.raw, &ctx.run_id).await;
+            fence.map_err(at(Step::Connect))
+        },
+        async {
+            let (l, product) = (&ctx.layout, &ctx.cfg.product);
+            checkpoint::read(&*ctx.lake, &l.checkpoint, product, &l.input_name)
+                .await
+                .map_err(at(Step::ReadCheckpoint))
+        },
+        async {
+            if lease.inherited() != Inherited::Unknown {
+                return Ok(());
+            }
+            sweep_others(ctx).await.map_err(at(Step::Sweep))
+        },
+        // What readers see now is the condition of our promotion (the fence).
+        async { Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
+    )?;
+    // No lease existed, yet the input was landed before: its lease was deleted by
+    // hand, and whatever its holder left is unknown.
+    if lease.inherited() == Inherited::Fresh && prior.is_some() {
+        sweep_others(ctx).await.map_err(at(Step::Sweep))?;
+    }
+    if fence.verdict() != CopyFence::Fenced {
+        warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
+    }
+    ctx.trace.lap("prepare");
+    Ok(Prepared { fence, prior, seen })
+}
+
+/// Skip rule: the checkpoint's hash equals the input's and the published object it
+/// names is still there, unchanged. Costs one read of the input, writes nothing.
+pub(super) async fn try_skip(
+    ctx: &Ctx<'_>,
+    cur: &Current,
+    meta: Option<&ObjectMeta>,
+) -> Result<Option<Summary>> {
+    let rec = &cur.record;
+    let here = ctx.lake.location(&ctx.layout.raw);
+    if rec.drift(&here, meta).is_some() {
+        warn!(published = %here, "checkpoint names a published object that is missing or changed; republishing");
+        return Ok(None);
+    }
+    let sha = hash_only(ctx).await.at(Step::Hash, &ctx.input_location)?;
+    if sha != rec.input_sha256 {
+        info!(input_sha256 = %sha, previous_sha256 = %rec.input_sha256, "input changed since the last publish");
+        return Ok(None);
+    }
+    // An unchanged input stays skipped when only the contract changed, unless
+    // --rehash asks to re-land what an earlier contract landed.
+    if ctx.cfg.reland_other_contract && !rec.landed_under(&ctx.cfg.contract) {
+        info!(contract = %ctx.cfg.contract.label(), "landed under another contract; re-landing (--rehash)");
+        return Ok(None);
+    }
+    let key = &ctx.layout.checkpoint;
+    checkpoint::upgrade_identity(&*ctx.lake, key, cur, ctx.input_meta.as_ref()).await;
+    // The hash equals the checkpoint's (checked above), so the summary is the record's.
+    let summary = Summary::skipped(
+        ctx.run_id.clone(),
+        ctx.cfg.product.clone(),
+        ctx.input_location.clone(),
+        rec,
+    );
+    log_outcome(&summary);
+    Ok(Some(summary))
+}
+
+async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
+    let reader = ctx.input.read(&ctx.input_key).await?;
+    ctx.trace.bytes_in(reader.size);
+    let progress =
+        ctx.terminal
+            .progress("hash", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
+    let d = digester(ctx.hooks);
+    let limits = Limits::of(ctx.cfg);
+    let (sha, _) = scan(
+        reader,
+        &ctx.input_location,
+        progress,
+        limits,
+        ctx.cfg.contract.clone(),
+        Scan::Hash,
+        d,
+        false,
+    )
+    .await?;
+    ctx.trace.lap("hash");
+    Ok(sha)
+}

@@ -1,0 +1,136 @@
+//! The publish stage and the checkpoint after it: promote the data, then the
+//! quarantine, each fenced on what the run saw; then write the checkpoint last,
+//! compare-and-swap on the version read at the start.
+
+use time::OffsetDateTime;
+use tracing::{info, warn};
+
+use super::ctx::{log_outcome, Ctx, StagedRun};
+use crate::checkpoint::{self, Checkpoint, PublishedVersion};
+use crate::error::{Error, Result};
+use crate::lease::Lease;
+use crate::store::{Expect, Fence, ObjectMeta, Staged, Version};
+use crate::summary::{Action, Summary};
+
+/// Promote the data, then the quarantine, each only over what the run saw when it
+/// decided. The quarantine goes second: until the checkpoint names it, a crash in
+/// between leaves the old checkpoint, which no longer matches the data and is redone.
+pub(super) async fn publish(
+    ctx: &Ctx<'_>,
+    lease: &Lease,
+    staged: &StagedRun,
+) -> Result<ObjectMeta> {
+    let seen = &staged.seen;
+    let data = promote(ctx, &staged.data, seen.raw.as_ref(), staged.fence).await?;
+    if let Some(q) = &staged.quarantine {
+        lease.ensure_held()?;
+        promote(ctx, q, seen.quarantine.as_ref(), staged.fence).await?;
+    }
+    Ok(data)
+}
+
+/// One fenced promotion: a 412 means another run published since we decided.
+async fn promote(
+    ctx: &Ctx<'_>,
+    staged: &Staged,
+    seen: Option<&ObjectMeta>,
+    fence: Fence,
+) -> Result<ObjectMeta> {
+    let expect = Expect::from_head(seen);
+    match ctx.lake.promote(staged, &expect, fence).await {
+        Err(Error::Precondition { location }) => Err(Error::Conflict(format!(
+            "conflict: {location} changed since this run decided ({}); another run published it. Nothing more was written; rerun to reconcile",
+            match &expect {
+                Expect::Absent => "it was absent".to_owned(),
+                Expect::Version(Version::ETag(e)) => format!("it had ETag {e}"),
+                Expect::Version(Version::File { .. }) => "the file was replaced".to_owned(),
+            }
+        ))),
+        other => other,
+    }
+}
+
+/// Write the checkpoint last, against the version read at the start. If another
+/// writer moved it, accept only a checkpoint that already describes our bytes.
+pub(super) async fn commit(
+    ctx: &Ctx<'_>,
+    staged: &StagedRun,
+    published: &ObjectMeta,
+) -> Result<bool> {
+    let prior = staged.prior.as_ref();
+    let lake = &*ctx.lake;
+    let record = Checkpoint {
+        product: ctx.cfg.product.clone(),
+        input_name: ctx.cfg.input_name.clone(),
+        input_sha256: staged.sha256.clone(),
+        accepted_rows: staged.counts.accepted,
+        rejected_rows: staged.counts.rejected,
+        duplicate_rows: staged.counts.duplicates,
+        published_path: lake.location(&ctx.layout.raw),
+        published_size: published.size,
+        output_compression: ctx.cfg.output_compression,
+        published: PublishedVersion::of(published),
+        quarantine_path: staged
+            .quarantine
+            .as_ref()
+            .map(|_| lake.location(&ctx.layout.quarantine)),
+        committed_at: crate::rfc3339(OffsetDateTime::now_utc()),
+        run_id: ctx.run_id.clone(),
+        job_version: crate::JOB_VERSION.to_owned(),
+        input: checkpoint::InputIdentity::of(ctx.input_meta.as_ref()),
+        contract: Some(checkpoint::ContractStamp::of(&ctx.cfg.contract)),
+    };
+    let key = &ctx.layout.checkpoint;
+    match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {
+        Ok(()) => Ok(true),
+        Err(Error::Precondition { .. }) => {
+            let now = checkpoint::read(lake, key, &ctx.cfg.product, &ctx.cfg.input_name).await?;
+            match now {
+                // Our own write landed but its answer was lost; the SDK's retry met it.
+                Some(c)
+                    if c.record.run_id == record.run_id
+                        && c.record.input_sha256 == record.input_sha256
+                        && c.record.matches(published) =>
+                {
+                    info!("the checkpoint write landed though its answer was lost");
+                    Ok(true)
+                }
+                Some(c) if c.record.input_sha256 == record.input_sha256 && c.record.matches(published) => {
+                    warn!("another run moved the checkpoint to these same bytes; not overwriting");
+                    Ok(false)
+                }
+                Some(c) => Err(Error::Conflict(format!(
+                    "conflict: checkpoint {} was moved by run {} to input {} while this run published {}; not overwriting. Rerun to reconcile",
+                    lake.location(key),
+                    c.record.run_id,
+                    c.record.input_sha256,
+                    record.input_sha256
+                ))),
+                None => Err(Error::Conflict(format!(
+                    "conflict: checkpoint {} was deleted by another writer during this run; not overwriting. Rerun to reconcile",
+                    lake.location(key)
+                ))),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+pub(super) fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary {
+    let summary = Summary {
+        input_sha256: staged.sha256.clone(),
+        accepted_rows: staged.counts.accepted,
+        rejected_rows: staged.counts.rejected,
+        duplicate_rows: staged.counts.duplicates,
+        published_path: Some(ctx.lake.location(&ctx.layout.raw)),
+        quarantine_path: staged
+            .quarantine
+            .as_ref()
+            .map(|_| ctx.lake.location(&ctx.layout.quarantine)),
+        checkpoint_moved: moved,
+        spill: staged.spill,
+        ..ctx.summary(Action::Published)
+    };
+    log_outcome(&summary);
+    summary
+}

@@ -35,10 +35,11 @@
 //! - `spill`: when the index reaches its share, sorted runs of digests in
 //!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` then drops
 //!   later copies by a second pass over the staged output and checks full ids).
-//! - [`pipeline`]: the run as named stages (lease, checkpoint, sweep, hash, stream,
-//!   stage, publish, checkpoint, cleanup) over the `Store` trait; its one pass over
-//!   the input frames lines (the contract's framer, packed into batches), checks them
-//!   on both cores and decides in input order (`pipeline/scan.rs`,
+//! - [`pipeline`]: the run, read top-down: `pipeline/mod.rs` is the sequence
+//!   (connect, lease, prepare, skip rule, stream, stage, publish, checkpoint, tidy,
+//!   release) and each stage a module that hands its result to the next; its one
+//!   pass over the input frames lines (the contract's framer, packed into batches),
+//!   checks them on both cores and decides in input order (`pipeline/scan.rs`,
 //!   `pipeline/validator.rs`) while `pipeline/stream.rs` writes the staging.
 //! - [`summary`]: the one-line JSON summary printed on stdout, and the outcomes
 //!   (`Action`) everything counts.

@@ -1,5 +1,5 @@
 //! `landing run --inbox`: land every input of a folder or S3 prefix (docs/design.md
-//! section 6). Each input goes through [`pipeline::run`], the single-input contract
+//! section 6). Each input goes through [`crate::pipeline::run`], the single-input contract
 //! with its own lease, on a per-input copy of the configuration. Runs in flight
 //! ([`Slots`]): `--jobs N` runs at once, each with 1/N of the memory budget; without
 //! `--jobs`, bounded by memory: one run's budget, a small input charged by its size,

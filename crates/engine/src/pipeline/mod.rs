@@ -1,6 +1,6 @@
 //! The run, top-down. [`run`] is the contract's sequence, and each step is a stage
 //! module that takes what the step before produced and hands its result on; no stage
-//! calls back into this module, and what they share is the leaf [`ctx`]:
+//! calls back into this module, and what they share is the leaf `ctx.rs`:
 //!
 //! connect → lease → **prepare** (probe copy conditions, read the checkpoint and
 //! what is published, sweep when needed: independent, so sent together) → skip rule

@@ -5,10 +5,10 @@
 //!
 //! The bars are one [`MultiProgress`] at the bottom of the terminal. Everything else
 //! written to stderr while they are drawn goes above them, whole, through
-//! [`above_bars`]: log lines (the tracing writer [`LogLine`] that `main` installs),
+//! [`Terminal::above_bars`]: log lines (the tracing writer [`LogLine`] that `main` installs),
 //! the line each finished input leaves ([`result_line`]), the totals, hook messages;
 //! stdout lines wait for the bars to be cleared when stdout is the same terminal
-//! ([`stdout_line`]). Bar lines are drawn by [`render_input`] and [`render_footer`]
+//! ([`Terminal::stdout_line`]). Bar lines are drawn by [`render_input`] and [`render_footer`]
 //! (`format.rs`: pure functions of the numbers and the terminal's width), so each
 //! fits the width it is drawn at, after a resize too.
 

@@ -218,6 +218,7 @@ impl DedupIndex {
     }
 
     /// Bytes a table for `events` distinct events takes.
+    #[cfg(test)]
     pub fn bytes_for(events: usize) -> usize {
         (((events.max(16) as f64) / MAX_LOAD) as usize + 1) * std::mem::size_of::<Slot>()
     }
@@ -243,11 +244,13 @@ impl DedupIndex {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Slots allocated (for tests of sizing).
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         (self.slots.len() as f64 * MAX_LOAD) as usize
     }

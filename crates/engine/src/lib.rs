@@ -29,7 +29,7 @@
 //! - `checkpoint`: the record of the last success, read at start, written last
 //!   with compare-and-swap; whether the published object is still the one it
 //!   recorded (`Drift`: the skip rule, cheap skips and `verify`).
-//! - [`identity`]: digests of canonical events and the fixed-size dedup index.
+//! - `identity`: digests of canonical events and the fixed-size dedup index.
 //! - [`budget`]: the memory budget (`--max-memory`, else the cgroup limit), divided
 //!   by `--jobs`, and the dedup index's share of one run's part of it.
 //! - `spill`: when the index reaches its share, sorted runs of digests in
@@ -71,7 +71,7 @@ pub mod drill;
 pub mod generate;
 mod history;
 pub mod hook;
-pub mod identity;
+mod identity;
 pub mod inbox;
 mod layout;
 pub mod lease;

@@ -47,7 +47,9 @@ use crate::layout::Layout;
 use crate::lease::{Inherited, Lease, Sightings};
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
-use crate::store::{CopyFence, Deadline, Expect, Fence, Gate, ObjectMeta, Staged, Store, Version};
+use crate::store::{
+    CopyFence, Deadline, Expect, Fence, Gate, Lake, ObjectMeta, Staged, Store, Version,
+};
 use crate::summary::{Action, SpillReport, Summary};
 
 /// Everything a stage needs, opened once per run.
@@ -57,7 +59,7 @@ struct Ctx<'a> {
     input: Arc<dyn Store>,
     input_key: String,
     input_location: String,
-    lake: Arc<dyn Store>,
+    lake: Arc<dyn Lake>,
     layout: Layout,
     hooks: Hooks,
     terminal: &'a Terminal,
@@ -131,7 +133,7 @@ pub struct Handles<'a> {
 /// stage timer, read for its run record and the pushed metrics.
 pub async fn run(
     cfg: &Config,
-    lake: Option<&Arc<dyn Store>>,
+    lake: Option<&Arc<dyn Lake>>,
     hooks: &Hooks,
     handles: Handles<'_>,
     trace: &Trace,
@@ -147,7 +149,7 @@ pub async fn run(
 
 async fn run_in_span(
     cfg: &Config,
-    shared_lake: Option<&Arc<dyn Store>>,
+    shared_lake: Option<&Arc<dyn Lake>>,
     hooks: Hooks,
     handles: Handles<'_>,
     trace: &Trace,

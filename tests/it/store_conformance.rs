@@ -1,8 +1,10 @@
 //! Store conformance: every behaviour the run contract relies on, asserted once and run
-//! against every backend — a local folder, SeaweedFS, moto and LocalStack. The S3
-//! servers come from `scripts/test-servers` (`scripts/test-servers -- cargo test --test it store_conformance::`);
-//! without them the S3 tests fail, they do not skip. Each test gets its own bucket (or
-//! temp folder), so tests run in parallel without sharing state.
+//! against every backend — a local folder, SeaweedFS, moto, LocalStack and the
+//! in-memory store. The S3 servers come from `scripts/test-servers`
+//! (`scripts/test-servers -- cargo test --test it store_conformance::`); without them
+//! the S3 tests fail, they do not skip (`store_conformance::` tests named `::memory`
+//! or `::local` need no server). Each test gets its own bucket (or temp folder, or
+//! memory store), so tests run in parallel without sharing state.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -12,12 +14,15 @@ use aws_sdk_s3::Client;
 use bytes::Bytes;
 use landing_error::Error;
 use landing_store::local::LocalStore;
+use landing_store::memory::MemoryStore;
 use landing_store::s3::S3Store;
 use landing_store::s3::{ChecksumMode, ConditionalCopy, S3Options};
-use landing_store::{Condition, CopyFence, Expect, Gate, ObjectMeta, Staged, Store, Sweep, Upload};
+use landing_store::{
+    Condition, CopyFence, Expect, Gate, Lake, ObjectMeta, Staged, Store, Sweep, Upload,
+};
 use tokio::io::AsyncReadExt;
 
-use crate::support::{test_s3_config, Kind, Server};
+use crate::support::{test_s3_config, Backend};
 
 const MIB: usize = 1 << 20;
 /// Every S3 fixture keeps its lake under this prefix, so prefix joining is exercised.
@@ -25,11 +30,13 @@ const S3_PREFIX: &str = "lake";
 
 /// One backend, empty, for one test.
 struct Fixture {
-    backend: Kind,
+    backend: Backend,
     /// Local: the temp folder holding the lake.
     dir: Option<tempfile::TempDir>,
     /// S3: SDK configuration, raw client and bucket.
     s3: Option<S3Target>,
+    /// Memory: the store (every handle the fixture gives shares its objects).
+    memory: Option<MemoryStore>,
 }
 
 struct S3Target {
@@ -39,14 +46,22 @@ struct S3Target {
 }
 
 impl Fixture {
-    async fn new(backend: Kind, test: &str) -> Self {
+    async fn new(backend: Backend, test: &str) -> Self {
         match backend {
-            Kind::Local => Fixture {
+            Backend::Local => Fixture {
                 backend,
                 dir: Some(tempfile::tempdir().expect("temp dir")),
                 s3: None,
+                memory: None,
             },
-            Kind::S3(server) => {
+            Backend::Memory => Fixture {
+                backend,
+                dir: None,
+                s3: None,
+                memory: Some(MemoryStore::new()),
+            },
+            s3 => {
+                let server = s3.server();
                 let sdk = server.sdk_config().await;
                 let (client, bucket) = server.fresh_bucket(test).await;
                 Fixture {
@@ -57,13 +72,21 @@ impl Fixture {
                         client,
                         bucket,
                     }),
+                    memory: None,
                 }
             }
         }
     }
 
     fn is_s3(&self) -> bool {
-        matches!(self.backend, Kind::S3(_))
+        self.s3.is_some()
+    }
+
+    /// Staging as objects under a staging prefix, an upload in progress being no
+    /// object ([`Fixture::incomplete_uploads`]): S3 and memory. A local lake stages
+    /// into temp files beside the destination instead.
+    fn stages_as_objects(&self) -> bool {
+        self.s3.is_some() || self.memory.is_some()
     }
 
     fn lake_dir(&self) -> PathBuf {
@@ -75,20 +98,26 @@ impl Fixture {
     }
 
     /// The store under test with the test S3 settings.
-    fn store(&self) -> Box<dyn Store> {
+    fn store(&self) -> Box<dyn Lake> {
         self.store_with(&test_s3_config())
     }
 
-    /// The store under test with explicit S3 settings (ignored by the local backend).
-    fn store_with(&self, cfg: &S3Options) -> Box<dyn Store> {
-        match &self.s3 {
-            None => Box::new(LocalStore::new(self.lake_dir())),
-            Some(t) => Box::new(S3Store::from_sdk_config(&t.sdk, &t.bucket, S3_PREFIX, cfg)),
+    /// The store under test with explicit S3 settings (ignored by the local and memory
+    /// backends).
+    fn store_with(&self, cfg: &S3Options) -> Box<dyn Lake> {
+        match (&self.s3, &self.memory) {
+            (Some(t), _) => Box::new(S3Store::from_sdk_config(&t.sdk, &t.bucket, S3_PREFIX, cfg)),
+            (None, Some(memory)) => Box::new(memory.clone()),
+            (None, None) => Box::new(LocalStore::new(self.lake_dir())),
         }
     }
 
-    /// Keys of incomplete multipart uploads in the bucket (relative to the lake).
+    /// Keys of incomplete multipart uploads in the bucket (relative to the lake); of a
+    /// memory store, its uploads in progress.
     async fn incomplete_uploads(&self) -> BTreeSet<String> {
+        if let Some(memory) = &self.memory {
+            return memory.uploads().into_iter().collect();
+        }
         let t = self.s3.as_ref().expect("S3 fixture");
         let out = t
             .client
@@ -108,9 +137,12 @@ impl Fixture {
             .collect()
     }
 
-    /// Every stored object (S3) or file (local), relative to the lake. Local lock
-    /// sidecars (`.<name>.cas`) are not data and are left out.
+    /// Every stored object (S3, memory) or file (local), relative to the lake. Local
+    /// lock sidecars (`.<name>.cas`) are not data and are left out.
     async fn all_keys(&self) -> BTreeSet<String> {
+        if let Some(memory) = &self.memory {
+            return memory.keys().into_iter().collect();
+        }
         match &self.s3 {
             Some(t) => {
                 let mut keys = BTreeSet::new();
@@ -198,7 +230,7 @@ fn spec(name: &str, run_id: &str) -> Spec {
     }
 }
 
-async fn stage(store: &dyn Store, spec: &Spec) -> Box<dyn Upload> {
+async fn stage(store: &dyn Lake, spec: &Spec) -> Box<dyn Upload> {
     store
         .stage(&spec.dest_key, &spec.run_id)
         .await
@@ -206,7 +238,7 @@ async fn stage(store: &dyn Store, spec: &Spec) -> Box<dyn Upload> {
 }
 
 /// Stage `data`, written in chunks of `chunk` bytes, and complete it.
-async fn stage_bytes(store: &dyn Store, spec: &Spec, data: &[u8], chunk: usize) -> Staged {
+async fn stage_bytes(store: &dyn Lake, spec: &Spec, data: &[u8], chunk: usize) -> Staged {
     let mut up = stage(store, spec).await;
     let data = Bytes::copy_from_slice(data);
     let mut at = 0;
@@ -232,7 +264,7 @@ async fn read_all(store: &dyn Store, key: &str) -> Vec<u8> {
 /// Promote `staged` over `expect` under the fence its store's probe found, as a run
 /// does (`promote` cannot be called without one).
 async fn promote(
-    store: &dyn Store,
+    store: &dyn Lake,
     staged: &Staged,
     expect: &Expect,
 ) -> landing_error::Result<ObjectMeta> {
@@ -241,7 +273,7 @@ async fn promote(
 }
 
 /// Stage, promote and read back `data` under `name`; check what head and promote say.
-async fn round_trip(fx: &Fixture, store: &dyn Store, name: &str, data: &[u8], chunk: usize) {
+async fn round_trip(fx: &Fixture, store: &dyn Lake, name: &str, data: &[u8], chunk: usize) {
     let spec = spec(name, RUN_1);
     let staged = stage_bytes(store, &spec, data, chunk).await;
     let meta = promote(store, &staged, &Expect::Absent)
@@ -281,9 +313,10 @@ fn assert_precondition<T: std::fmt::Debug>(r: landing_error::Result<T>, what: &s
 async fn location_names_the_object(fx: &Fixture) {
     let store = fx.store();
     let loc = store.location("raw/progress/a.jsonl");
-    match &fx.s3 {
-        Some(t) => assert_eq!(loc, format!("s3://{}/lake/raw/progress/a.jsonl", t.bucket)),
-        None => assert!(loc.ends_with("lake/raw/progress/a.jsonl"), "{loc}"),
+    match (&fx.s3, &fx.memory) {
+        (Some(t), _) => assert_eq!(loc, format!("s3://{}/lake/raw/progress/a.jsonl", t.bucket)),
+        (None, Some(_)) => assert_eq!(loc, "memory://raw/progress/a.jsonl"),
+        (None, None) => assert!(loc.ends_with("lake/raw/progress/a.jsonl"), "{loc}"),
     }
 }
 
@@ -483,7 +516,7 @@ async fn abort_leaves_nothing_behind(fx: &Fixture) {
     up.write(data.slice(3 * MIB..)).await.expect("write");
     up.abort().await.expect("abort");
     assert!(store.head(&spec.dest_key).await.expect("head").is_none());
-    if fx.is_s3() {
+    if fx.stages_as_objects() {
         assert_eq!(
             fx.incomplete_uploads().await,
             BTreeSet::new(),
@@ -528,7 +561,7 @@ async fn multi_part_staging_round_trips(fx: &Fixture) {
         read_all(&*store, &spec.dest_key).await == data,
         "published bytes differ"
     );
-    if fx.is_s3() {
+    if fx.stages_as_objects() {
         assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
     }
 }
@@ -536,7 +569,7 @@ async fn multi_part_staging_round_trips(fx: &Fixture) {
 async fn empty_output_round_trips(fx: &Fixture) {
     let store = fx.store();
     round_trip(fx, &*store, "empty.jsonl", &[], 1).await;
-    if fx.is_s3() {
+    if fx.stages_as_objects() {
         assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
     }
 }
@@ -549,8 +582,10 @@ async fn multipart_copy_promotion_round_trips(fx: &Fixture) {
     let store = fx.store_with(&cfg);
     let data = pattern(12 * MIB, 6);
     round_trip(fx, &*store, "big día+1.jsonl", &data, MIB).await;
-    if fx.is_s3() {
+    if fx.stages_as_objects() {
         assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+    if fx.is_s3() {
         // A multipart object's ETag ends in `-<parts>`; a CopyObject's does not. 12 MiB
         // in 5 MiB copy parts is three UploadPartCopy calls.
         let meta = store
@@ -628,7 +663,7 @@ async fn sweep_leftovers(fx: &Fixture, uploads_dated_2010: bool) {
 
     let dest_keys = ["raw/progress/a.jsonl".to_owned()];
     let sweep = |older_than| store.sweep(&dest_keys, RUN_CUR, Sweep::Others { older_than });
-    let before_uploads = if fx.is_s3() {
+    let before_uploads = if fx.stages_as_objects() {
         fx.incomplete_uploads().await
     } else {
         BTreeSet::new()
@@ -648,7 +683,7 @@ async fn sweep_leftovers(fx: &Fixture, uploads_dated_2010: bool) {
     let report = sweep(Duration::ZERO).await.expect("sweep");
     assert_eq!(report.kept, 0, "nothing of other runs left: {report:?}");
     let keys = fx.all_keys().await;
-    if fx.is_s3() {
+    if fx.stages_as_objects() {
         assert_eq!(
             before_uploads,
             BTreeSet::from([
@@ -700,8 +735,8 @@ async fn fencing_reports_the_store_and_promote_obeys_it(fx: &Fixture) {
         .await
         .expect("fencing");
     let expected = match fx.backend {
-        Kind::S3(Server::Moto) => CopyFence::Ignored,
-        Kind::S3(Server::Localstack) => CopyFence::Unsafe,
+        Backend::Moto => CopyFence::Ignored,
+        Backend::Localstack => CopyFence::Unsafe,
         _ => CopyFence::Fenced,
     };
     assert_eq!(fence.verdict(), expected);
@@ -823,7 +858,7 @@ async fn list_shows_one_level_with_identity(fx: &Fixture) {
 
 impl Fixture {
     /// Runs `case` on a fresh, empty `backend` (the runner of the matrix below).
-    async fn run(backend: Kind, test: &str, case: impl AsyncFnOnce(&Fixture)) {
+    async fn run(backend: Backend, test: &str, case: impl AsyncFnOnce(&Fixture)) {
         let fx = Fixture::new(backend, test).await;
         case(&fx).await;
     }
@@ -831,7 +866,8 @@ impl Fixture {
 
 /// A run past its lease's deadline adds nothing to staging, so a run that took its
 /// lease over and swept finds everything it left: a new staging is refused, and on
-/// S3 so is the single PutObject of an output started before the deadline.
+/// S3 so is the single PutObject of an output started before the deadline (in memory,
+/// its completion).
 async fn staging_past_the_deadline_writes_nothing(fx: &Fixture) {
     let gate = Gate::default();
     let store = fx.store().with_run_gate(gate.clone());
@@ -846,7 +882,7 @@ async fn staging_past_the_deadline_writes_nothing(fx: &Fixture) {
         Err(e) => panic!("a staging past the deadline failed otherwise: {e}"),
         Ok(_) => panic!("a staging started past the deadline"),
     }
-    if fx.is_s3() {
+    if fx.stages_as_objects() {
         match started.complete().await {
             Err(Error::Conflict(m)) => assert!(m.contains("lease deadline passed"), "{m}"),
             other => panic!("a staging completed past the deadline: {:?}", other.err()),
@@ -862,7 +898,7 @@ async fn staging_past_the_deadline_writes_nothing(fx: &Fixture) {
     }
 }
 
-// Cases every backend must pass: a local folder and each S3 server.
+// Cases every backend must pass: a local folder, each S3 server and memory.
 /// `leftovers` (what `landing status` reports) lists a staging that completed but
 /// was never promoted, as a run killed after staging leaves it; never a published
 /// object; and nothing once a sweep removed it.
@@ -895,32 +931,33 @@ async fn leftovers_lists_unpromoted_staging_until_swept(fx: &Fixture) {
 }
 
 matrix! {
-    async location_names_the_object: [local, seaweed, moto, localstack] => Fixture::run;
-    async conditional_create_twice_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
-    async if_match_current_version_replaces: [local, seaweed, moto, localstack] => Fixture::run;
-    async if_match_stale_version_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
-    async if_match_missing_key_is_precondition: [local, seaweed, moto, localstack] => Fixture::run;
-    async get_small_missing_is_none: [local, seaweed, moto, localstack] => Fixture::run;
-    async head_missing_is_none: [local, seaweed, moto, localstack] => Fixture::run;
-    async delete_missing_is_ok_and_delete_removes: [local, seaweed, moto, localstack] => Fixture::run;
-    async read_streams_the_bytes: [local, seaweed, moto, localstack] => Fixture::run;
-    async read_missing_is_not_found: [local, seaweed, moto, localstack] => Fixture::run;
-    async stage_complete_promote_publishes_exact_bytes: [local, seaweed, moto, localstack] => Fixture::run;
-    async staged_object_is_invisible_before_promote: [local, seaweed, moto, localstack] => Fixture::run;
-    async abort_leaves_nothing_behind: [local, seaweed, moto, localstack] => Fixture::run;
-    async staging_past_the_deadline_writes_nothing: [local, seaweed, moto, localstack] => Fixture::run;
-    async multi_part_staging_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
-    async empty_output_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
-    async multipart_copy_promotion_round_trips: [local, seaweed, moto, localstack] => Fixture::run;
-    async odd_keys_round_trip: [local, seaweed, moto, localstack] => Fixture::run;
-    async sweep_removes_only_old_leftovers_of_other_runs: [local, seaweed, localstack] => Fixture::run;
+    async location_names_the_object: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async conditional_create_twice_is_precondition: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async if_match_current_version_replaces: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async if_match_stale_version_is_precondition: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async if_match_missing_key_is_precondition: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async get_small_missing_is_none: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async head_missing_is_none: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async delete_missing_is_ok_and_delete_removes: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async read_streams_the_bytes: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async read_missing_is_not_found: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async stage_complete_promote_publishes_exact_bytes: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async staged_object_is_invisible_before_promote: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async abort_leaves_nothing_behind: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async staging_past_the_deadline_writes_nothing: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async multi_part_staging_round_trips: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async empty_output_round_trips: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async multipart_copy_promotion_round_trips: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async odd_keys_round_trip: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async sweep_removes_only_old_leftovers_of_other_runs: [local, seaweed, localstack, memory] => Fixture::run;
+    // moto's fixed upload dates only; the other backends date their uploads truly.
     async sweep_on_moto_aborts_young_uploads_too_as_moto_dates_them_2010: [moto] => Fixture::run;
-    async list_shows_one_level_with_identity: [local, seaweed, moto, localstack] => Fixture::run;
-    async leftovers_lists_unpromoted_staging_until_swept: [local, seaweed, moto, localstack] => Fixture::run;
-    async fencing_reports_the_store_and_promote_obeys_it: [local, seaweed, moto, localstack] => Fixture::run;
+    async list_shows_one_level_with_identity: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async leftovers_lists_unpromoted_staging_until_swept: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async fencing_reports_the_store_and_promote_obeys_it: [local, seaweed, moto, localstack, memory] => Fixture::run;
 }
 
-// Cases for the S3 servers only.
+// Cases for the S3 servers only: the SDK's checksum settings (memory has no wire).
 matrix! {
     async staging_checksums_follow_the_sdk_setting: [seaweed, moto, localstack] => Fixture::run;
 }

@@ -32,7 +32,7 @@ use crate::identity::hex;
 use crate::layout::Layout;
 use crate::pipeline::{new_run_id, Validator};
 use crate::store::s3::{ConditionalCopy, S3Options};
-use crate::store::{Condition, CopyFence, Expect, Fence, Location, Store, Sweep};
+use crate::store::{Condition, CopyFence, Expect, Fence, Lake, Location, Sweep};
 use crate::summary::Action;
 
 const NAME: &str = "drill.jsonl";
@@ -92,7 +92,7 @@ fn generated(size: u64, seed: u64) -> Vec<u8> {
 /// A scenario's own lake under the scratch namespace, and its store.
 struct Scratch {
     lake: Location,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Lake>,
     input_key: String,
     layout: Layout,
     /// How inputs are stored (`--compress`).
@@ -433,7 +433,7 @@ async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Resul
 /// multipart upload is not an object) and promotion.
 async fn staged_bytes_stay_hidden(
     cfg: &DrillConfig,
-    store: &dyn Store,
+    store: &dyn Lake,
     fence: Fence,
     run: &str,
 ) -> Result<Row> {

@@ -1,7 +1,7 @@
 //! The lake layout (docs/interface.md section 4): the one place that names the keys
 //! of the raw zone, quarantine, checkpoints, leases and run records, and reads those
 //! names back from a listing. Staged bytes are the store's business (see
-//! [`crate::store::Store::stage`]); joining a key to a location is
+//! [`crate::store::Lake::stage`]); joining a key to a location is
 //! [`crate::store::Location::join`].
 
 use crate::compression::OutputCompression;

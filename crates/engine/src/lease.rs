@@ -559,10 +559,7 @@ impl Drop for Lease {
 mod tests {
     use super::*;
     use crate::store::local::LocalStore;
-    use crate::store::{
-        Capabilities, Expect, Fence, ObjectMeta, ObjectReader, Staged, Sweep, SweepReport, Upload,
-        Versioned,
-    };
+    use crate::store::{Capabilities, Listing, ObjectMeta, ObjectReader, Versioned};
     use async_trait::async_trait;
 
     /// A real local store with one scripted misbehaviour of the lease's writes.
@@ -639,47 +636,11 @@ mod tests {
         async fn delete(&self, key: &str) -> Result<()> {
             self.inner.delete(key).await
         }
-        async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-            self.inner.stage(dest_key, run_id).await
-        }
-        async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
-            self.inner.restage(first, run_id).await
-        }
-        async fn promote(
-            &self,
-            staged: &Staged,
-            expect: &Expect,
-            fence: Fence,
-        ) -> Result<ObjectMeta> {
-            self.inner.promote(staged, expect, fence).await
-        }
-        async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence> {
-            self.inner.fencing(dest_key, run_id).await
+        async fn list(&self, prefix: &str) -> Result<Listing> {
+            self.inner.list(prefix).await
         }
         fn capabilities(&self) -> Capabilities {
             self.inner.capabilities()
-        }
-        fn with_run_gate(&self, gate: crate::store::Gate) -> Arc<dyn Store> {
-            Arc::new(Scripted {
-                inner: self.inner.clone().with_gate(gate),
-                fault: self.fault,
-                failed: self.failed.clone(),
-            })
-        }
-        async fn discard(&self, staged: &Staged) -> Result<()> {
-            self.inner.discard(staged).await
-        }
-        async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
-            self.inner.leftovers(folders).await
-        }
-
-        async fn sweep(
-            &self,
-            dest_keys: &[String],
-            run_id: &str,
-            which: Sweep,
-        ) -> Result<SweepReport> {
-            self.inner.sweep(dest_keys, run_id, which).await
         }
     }
 

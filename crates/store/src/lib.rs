@@ -1,21 +1,27 @@
-//! The storage boundary: one narrow trait, implemented by a local-folder backend and
-//! an S3 backend. The pipeline only speaks this trait, so the run contract is written
-//! once. Provider quirks (status codes, error bodies, encodings) are normalised inside
-//! each backend into [`Error`] variants.
+//! The storage boundary, in two traits. [`Store`] holds the object primitives, the
+//! size of `object_store`'s: list, read, head, small conditional writes, delete.
+//! [`Lake`] is the run's staging layer over them: staging invisible until promoted,
+//! the fenced promotion, a second staging for spilled runs, and the sweeps of
+//! staging that interrupted runs left. The engine reads its inputs through a
+//! `Store` and writes the lake through a `Lake`, so the run contract is written
+//! once. Provider quirks (status codes, error bodies, encodings) are normalised
+//! inside each backend into [`Error`] variants.
 //!
-//! Keys are `/`-separated and relative to the store's root (a folder, or an S3
-//! bucket plus prefix).
+//! Keys are `/`-separated and relative to the store's root (a folder, an S3 bucket
+//! plus prefix, or a map in memory).
 //!
 //! Map:
 //! - `location.rs`: [`Location`], a path or an S3 bucket and key;
-//! - this file: [`open`], the [`Store`] trait and the values it
-//!   speaks in ([`ObjectMeta`], [`Version`], [`Condition`], [`Staged`], [`Fence`]),
+//! - this file: [`open`], the [`Store`] and [`Lake`] traits and the values they
+//!   speak in ([`ObjectMeta`], [`Version`], [`Condition`], [`Staged`], [`Fence`]),
 //!   and the run's write [`Gate`] (its lease deadline, its bounded local locks and
 //!   the [`WriteObserver`] of drills and tests);
 //! - [`local`]: a folder on a local disk (temp file, fsync, rename; compare-and-swap
 //!   under a lock file);
 //! - [`s3`]: S3-compatible stores through aws-sdk-s3 (multipart staging,
-//!   conditional writes, the copy fence probed once per store).
+//!   conditional writes, the copy fence probed once per store);
+//! - [`memory`]: a map in this process, for tests and embedding (no [`Location`]
+//!   names it, so no command line reaches it).
 //!
 //! The crate knows nothing of runs' progress, settings or the lake's folder names:
 //! it builds only on `landing-error`.
@@ -31,6 +37,7 @@ use landing_error::{Error, Result};
 
 pub mod local;
 mod location;
+pub mod memory;
 pub mod s3;
 
 pub use location::Location;
@@ -41,12 +48,12 @@ use s3::{S3Options, S3Store};
 /// Open the store rooted at `loc` to write: a folder (created if missing, so a first
 /// run on a new machine needs no setup) or an S3 bucket plus prefix, configured by `s3`.
 /// Writes are not tied to a lease (run records, the drill's own bookkeeping).
-pub async fn open(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Store>> {
+pub async fn open(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Lake>> {
     open_gated(loc, s3, Gate::default()).await
 }
 
 /// [`open`] for one run: every write passes `gate` first.
-pub async fn open_gated(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn Store>> {
+pub async fn open_gated(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn Lake>> {
     if let Location::Local(dir) = loc {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::store("create lake folder", dir.display().to_string(), e))?;
@@ -54,13 +61,21 @@ pub async fn open_gated(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Ar
     open_with(loc, s3, gate).await
 }
 
-/// Open the store rooted at `loc` without creating anything (`status`, `verify`,
-/// inputs). Listing the root of a folder or bucket that does not exist is `NotFound`.
+/// Open the store rooted at `loc` without creating anything, to read: the input
+/// side (an input's folder, an inbox). Listing the root of a folder or bucket that
+/// does not exist is `NotFound`.
 pub async fn open_read_only(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Store>> {
+    let store: Arc<dyn Store> = open_with(loc, s3, Gate::default()).await?;
+    Ok(store)
+}
+
+/// [`open_read_only`] for a lake that is inspected, not written (`status`,
+/// `verify`): its objects, and the leftovers of its runs' staging.
+pub async fn open_lake_read_only(loc: &Location, s3: &S3Options) -> Result<Arc<dyn Lake>> {
     open_with(loc, s3, Gate::default()).await
 }
 
-async fn open_with(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn Store>> {
+async fn open_with(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn Lake>> {
     Ok(match loc {
         Location::Local(dir) => Arc::new(LocalStore::new(dir.clone()).with_gate(gate)),
         Location::S3 { bucket, key } => {
@@ -252,7 +267,7 @@ impl Expect {
     }
 }
 
-/// Whether a promotion can be fenced (see [`Store::promote`]), as probed.
+/// Whether a promotion can be fenced (see [`Lake::promote`]), as probed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyFence {
     /// The store honours the destination condition and keeps the bytes on a 412.
@@ -276,8 +291,8 @@ impl std::fmt::Display for CopyFence {
     }
 }
 
-/// What [`Store::fencing`] found on one store, and the proof that it ran: only a
-/// backend makes one, and [`Store::promote`] takes it, so no promotion can be sent
+/// What [`Lake::fencing`] found on one store, and the proof that it ran: only a
+/// backend makes one, and [`Lake::promote`] takes it, so no promotion can be sent
 /// before the store's copy conditions were probed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fence(CopyFence);
@@ -419,7 +434,10 @@ pub struct SweepReport {
     pub kept: u64,
 }
 
-/// The storage operations the run contract needs, and nothing more.
+/// The object primitives: what a backend must offer to be read and written at all,
+/// the size of `object_store`'s `ObjectStore`. Inputs are read through it
+/// ([`open_read_only`]), and so are the lake's checkpoints, leases and run records.
+/// Nothing here knows of runs: no run ids, no staging, no sweeps ([`Lake`]).
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Full human-readable location of a key, for messages and summaries.
@@ -428,12 +446,7 @@ pub trait Store: Send + Sync {
     /// What lies directly under the folder `prefix` ("" for the root), without
     /// recursion: files with their size and identity, and sub-folder names. A
     /// missing folder is an empty listing. S3 pages through `ListObjectsV2`.
-    async fn list(&self, prefix: &str) -> Result<Listing> {
-        Err(crate::Error::Config(format!(
-            "{}: this store cannot list",
-            self.location(prefix)
-        )))
-    }
+    async fn list(&self, prefix: &str) -> Result<Listing>;
 
     /// Remove every object under the folder `prefix` ("" for the root): a scratch
     /// tree, such as a drill's, never a zone of the lake. This default walks
@@ -474,17 +487,28 @@ pub trait Store: Send + Sync {
     /// Delete `key`; absent is not an error.
     async fn delete(&self, key: &str) -> Result<()>;
 
+    /// What holding a lease on this store must allow for.
+    fn capabilities(&self) -> Capabilities;
+}
+
+/// The run's staging layer over the primitives: how a run writes the lake under the
+/// run contract. Outputs are staged where no reader looks, under names that carry the
+/// run id, then promoted over their published name in one fenced step; what an
+/// interrupted run leaves is found ([`Lake::leftovers`]) and swept by run and age
+/// ([`Lake::sweep`]). Where staged bytes live is each backend's business.
+#[async_trait]
+pub trait Lake: Store {
     /// Start staging the output that run `run_id` will publish at `dest_key`; no reader
-    /// can see it until [`Store::promote`]. Where staged bytes live is the backend's
+    /// can see it until [`Lake::promote`]. Where staged bytes live is the backend's
     /// business (a hidden temp file beside the destination, or an S3 staging key); both
-    /// carry the run id, so [`Store::sweep`] can tell runs apart.
+    /// carry the run id, so [`Lake::sweep`] can tell runs apart.
     async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>>;
 
     /// Publish staged bytes under their destination atomically (a reader sees the old
     /// object or the new one), make it durable, verify it, and return its metadata.
     /// `expect` fences the write: if the destination is no longer what the run saw
     /// when it decided, nothing is replaced and the answer is `Precondition` (where
-    /// `fence`, from [`Store::fencing`] on this store, says a copy can be fenced).
+    /// `fence`, from [`Lake::fencing`] on this store, says a copy can be fenced).
     async fn promote(&self, staged: &Staged, expect: &Expect, fence: Fence) -> Result<ObjectMeta>;
 
     /// A second staging of `first`'s destination, beside it, for a filtered copy of
@@ -492,20 +516,21 @@ pub trait Store: Send + Sync {
     /// the run and is swept as its staging; `first` stays readable until discarded.
     async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>>;
 
-    /// Whether [`Store::promote`] is fenced on this store: probed once per store
+    /// Whether [`Lake::promote`] is fenced on this store: probed once per store
     /// value, then kept in it. A probe writes only scratch objects in the staging of
     /// `dest_key` by `run_id`, so a sweep removes them if the run dies mid-probe.
     async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence>;
 
-    /// What holding a lease on this store must allow for.
-    fn capabilities(&self) -> Capabilities;
-
     /// The same store (same client, same copy-fence verdict) whose writes pass `gate`:
     /// one run's handle on a lake that an inbox run opened once for all its inputs.
-    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Store>;
+    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake>;
 
-    /// Remove a staging object once the checkpoint is written. Absent is fine.
-    async fn discard(&self, staged: &Staged) -> Result<()>;
+    /// Remove a staging object once the checkpoint is written. Absent is fine. This
+    /// default deletes the staging key (S3); a local lake removes its temp file
+    /// without the lock and fsync of [`Store::delete`].
+    async fn discard(&self, staged: &Staged) -> Result<()> {
+        self.delete(&staged.key).await
+    }
 
     /// Leftovers of writes into `folders` that a sweep would remove at any age (staging
     /// objects and incomplete multipart uploads on S3; temp files, and guard files an

@@ -17,21 +17,25 @@ pub use paused::{signal, wait_stopped, Paused};
 pub use servers::{test_s3_config, Server};
 pub use world::*;
 
-/// A backend a test body runs on: a local lake or one of the S3 test servers.
+/// A backend a test body runs on: a local lake, one of the S3 test servers, or the
+/// in-memory store of `landing-store` (store-level bodies only: no run of the binary
+/// can use it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Local,
     Seaweed,
     Moto,
     Localstack,
+    Memory,
 }
 
 impl Backend {
-    /// The S3 server; for `Local` this panics, which in the `const` block that
-    /// [`matrix!`]'s `s3` entries put it in is a compile error.
+    /// The S3 server; for `Local` or `Memory` this panics, which in the `const` block
+    /// that [`matrix!`]'s `s3` entries put it in is a compile error.
     pub const fn server(self) -> Server {
         match self {
             Backend::Local => panic!("`local` is not an S3 server"),
+            Backend::Memory => panic!("`memory` is not an S3 server"),
             Backend::Seaweed => Server::Seaweed,
             Backend::Moto => Server::Moto,
             Backend::Localstack => Server::Localstack,
@@ -40,17 +44,24 @@ impl Backend {
 }
 
 impl From<Backend> for Kind {
+    /// A lake the binary can run on; `memory` is none (a body that takes a [`Kind`]
+    /// fails on it at once).
     fn from(b: Backend) -> Kind {
         match b {
             Backend::Local => Kind::Local,
+            Backend::Memory => {
+                panic!("`memory` is a library backend: no run of the binary can use it")
+            }
             s3 => Kind::S3(s3.server()),
         }
     }
 }
 
 /// The backend matrix: one test per (body, backend), named `<body>::<backend>`. Each
-/// backend is written as `local`, `seaweed`, `moto` or `localstack`; any other name is
-/// a compile error, and so is `local` in an `s3` entry. Entries, each ending in `;`:
+/// backend is written as `local`, `seaweed`, `moto`, `localstack` or `memory`; any
+/// other name is a compile error, and so is `local` or `memory` in an `s3` entry.
+/// `memory` only suits bodies that take a [`Backend`] (the store conformance suite).
+/// Entries, each ending in `;`:
 ///
 /// - `name: [local, seaweed];` calls `name(backend.into())` (a [`Kind`] or a [`Backend`]);
 /// - `name: [local, seaweed] => body(args...);` calls `body(backend.into(), args...)`;
@@ -63,11 +74,12 @@ macro_rules! matrix {
     (@backend seaweed) => { $crate::support::Backend::Seaweed };
     (@backend moto) => { $crate::support::Backend::Moto };
     (@backend localstack) => { $crate::support::Backend::Localstack };
+    (@backend memory) => { $crate::support::Backend::Memory };
     (@backend $other:ident) => {
         compile_error!(concat!(
             "unknown backend `",
             stringify!($other),
-            "` (expected local, seaweed, moto or localstack)"
+            "` (expected local, seaweed, moto, localstack or memory)"
         ))
     };
 

@@ -30,14 +30,14 @@ use crate::config::AuditConfig;
 use crate::error::Result;
 
 use crate::layout::Folders;
-use crate::store::Store;
+use crate::store::{Lake, Store};
 
 /// Inputs examined at once by `status` and `verify` (small requests each).
 pub(super) const AUDIT_CONCURRENCY: usize = 8;
 
 /// Run `f` for every name, up to `n` at once; results in the order of `names`.
 async fn in_order<T, F, Fut>(
-    lake: &Arc<dyn Store>,
+    lake: &Arc<dyn Lake>,
     product: &str,
     names: Vec<String>,
     n: usize,
@@ -45,7 +45,7 @@ async fn in_order<T, F, Fut>(
 ) -> Result<Vec<T>>
 where
     T: Send + 'static,
-    F: Fn(Arc<dyn Store>, String, String) -> Fut,
+    F: Fn(Arc<dyn Lake>, String, String) -> Fut,
     Fut: std::future::Future<Output = Result<T>> + Send + 'static,
 {
     let mut tasks = tokio::task::JoinSet::new();
@@ -84,8 +84,8 @@ async fn checkpointed(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-async fn open_lake(cfg: &AuditConfig) -> Result<Arc<dyn Store>> {
-    crate::store::open_read_only(&cfg.lake, &cfg.s3).await
+async fn open_lake(cfg: &AuditConfig) -> Result<Arc<dyn Lake>> {
+    crate::store::open_lake_read_only(&cfg.lake, &cfg.s3).await
 }
 
 mod deep;

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::history;
 use crate::layout::{Folders, Layout};
 use crate::lease::LeaseRecord;
-use crate::store::Store;
+use crate::store::{Lake, Store};
 
 /// One row of `status`.
 #[derive(Debug, Clone, Serialize)]
@@ -152,7 +152,7 @@ async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
 
 /// Staging leftovers of the product's outputs, as the store finds them (S3 staging
 /// objects, local hidden temp files beside published names, checkpoints and leases).
-async fn leftovers(lake: &dyn Store, product: &str) -> Result<Vec<String>> {
+async fn leftovers(lake: &dyn Lake, product: &str) -> Result<Vec<String>> {
     let f = Folders::of(product);
     lake.leftovers(&[f.raw, f.quarantine, f.checkpoints, f.locks])
         .await

@@ -14,7 +14,7 @@ use crate::config::AuditConfig;
 use crate::contract::Contract;
 use crate::error::Result;
 use crate::layout::{Folders, Layout};
-use crate::store::Store;
+use crate::store::{Lake, Store};
 
 /// One drift of `verify`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -174,7 +174,7 @@ async fn check_published(
 /// Files in the product's readers' zones (`raw/`, `quarantine/`) that no checkpoint
 /// names, and the job's own leftovers there.
 async fn unnamed_findings(
-    lake: &dyn Store,
+    lake: &dyn Lake,
     product: &str,
     named: &HashSet<String>,
 ) -> Result<Vec<Finding>> {

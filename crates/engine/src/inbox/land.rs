@@ -17,7 +17,7 @@ use crate::hook::Hooks;
 use crate::layout::Layout;
 use crate::lease::LeaseRecord;
 use crate::pipeline::{self, Handles};
-use crate::store::{Listed, Store};
+use crate::store::{Lake, Listed, Store};
 use crate::summary::{Action, Summary};
 
 /// The cheap skip: the listing equals what the checkpoint recorded and the published
@@ -81,7 +81,7 @@ pub async fn land_one(
     cfg: &Config,
     hooks: &Hooks,
     handles: Handles<'_>,
-    lake: Option<&Arc<dyn Store>>,
+    lake: Option<&Arc<dyn Lake>>,
     try_cheap: bool,
     full_runs: Option<&Slots>,
 ) -> Option<Landed> {

@@ -34,7 +34,7 @@ use crate::lease::Sightings;
 use crate::pipeline::Handles;
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
-use crate::store::{Listed, Store};
+use crate::store::{Lake, Listed};
 use crate::summary::{Action, Signal, Summary, Totals};
 
 mod land;
@@ -145,7 +145,7 @@ pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
 struct Shared {
     ic: InboxConfig,
     hooks: Hooks,
-    lake: Option<Arc<dyn Store>>,
+    lake: Option<Arc<dyn Lake>>,
     /// What the inputs' runs saw of leases held by others: an input found busy in
     /// the first pass keeps its first look in the second.
     seen: Sightings,

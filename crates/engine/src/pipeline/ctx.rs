@@ -18,7 +18,7 @@ use crate::history::Trace;
 use crate::hook::Hooks;
 use crate::layout::Layout;
 use crate::progress::Terminal;
-use crate::store::{Fence, ObjectMeta, Staged, Store};
+use crate::store::{Fence, Lake, ObjectMeta, Staged, Store};
 use crate::summary::{Action, SpillReport, Summary};
 
 /// Everything a stage needs, opened once per run.
@@ -31,7 +31,7 @@ pub(super) struct Ctx<'a> {
     pub(super) input: Arc<dyn Store>,
     pub(super) input_key: String,
     pub(super) input_location: String,
-    pub(super) lake: Arc<dyn Store>,
+    pub(super) lake: Arc<dyn Lake>,
     pub(super) layout: Layout,
     pub(super) hooks: Hooks,
     pub(super) terminal: &'a Terminal,

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::history::Trace;
 use crate::lease::{Lease, LeaseOptions, Sightings};
 use crate::shutdown::Shutdown;
-use crate::store::{Deadline, Store};
+use crate::store::{Deadline, Lake, Store};
 use crate::summary::Signal;
 
 /// How long a local file lock is waited for, and the lease's margin where no write
@@ -32,7 +32,7 @@ fn lease_options(cfg: &Config, lake: &dyn Store) -> LeaseOptions {
 
 /// Which lease a run takes, and what its process has seen of it.
 pub(super) struct Leasing<'a> {
-    pub(super) lake: &'a Arc<dyn Store>,
+    pub(super) lake: &'a Arc<dyn Lake>,
     pub(super) key: &'a str,
     pub(super) run_id: &'a str,
     pub(super) seen: &'a Sightings,

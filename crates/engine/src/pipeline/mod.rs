@@ -49,7 +49,7 @@ use crate::layout::Layout;
 use crate::lease::{Lease, Sightings};
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
-use crate::store::{Deadline, Gate, Store};
+use crate::store::{Deadline, Gate, Lake};
 use crate::summary::{Action, Summary};
 
 /// What a run is handed from above besides its settings and hooks: handles it
@@ -72,7 +72,7 @@ pub struct Handles<'a> {
 /// stage timer, read for its run record and the pushed metrics.
 pub async fn run(
     cfg: &Config,
-    lake: Option<&Arc<dyn Store>>,
+    lake: Option<&Arc<dyn Lake>>,
     hooks: &Hooks,
     handles: Handles<'_>,
     trace: &Trace,
@@ -89,7 +89,7 @@ pub async fn run(
 /// The run's sequence: connect, lease, the work under the lease, release.
 async fn land(
     cfg: &Config,
-    shared_lake: Option<&Arc<dyn Store>>,
+    shared_lake: Option<&Arc<dyn Lake>>,
     hooks: Hooks,
     handles: Handles<'_>,
     trace: &Trace,
@@ -132,7 +132,7 @@ async fn land(
 /// run's hooks inside its writes.
 async fn connect<'a>(
     cfg: &'a Config,
-    shared_lake: Option<&Arc<dyn Store>>,
+    shared_lake: Option<&Arc<dyn Lake>>,
     hooks: Hooks,
     handles: Handles<'a>,
     trace: &'a Trace,

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
 use crate::spill::{self, Merged, Scratch};
-use crate::store::{ObjectReader, Staged, Store, Upload};
+use crate::store::{Lake, ObjectReader, Staged, Upload};
 use crate::summary::{Refusal, RefusalKind, SpillReport};
 
 /// This run's digests: a fresh seed, and the test hook's narrowed id digests.
@@ -326,7 +326,7 @@ impl<'a> IdCheck<'a> {
 /// encoded again; the encoder's blocks depend on the content alone, so the bytes
 /// are those of an in-memory run.
 pub(super) async fn second_pass(
-    lake: &dyn Store,
+    lake: &dyn Lake,
     first: Staged,
     drops: &FixedBitSet,
     run_id: &str,

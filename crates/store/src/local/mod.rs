@@ -22,7 +22,7 @@ mod cas;
 mod stage;
 
 use super::{
-    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Listed, Listing, ObjectMeta,
+    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Lake, Listed, Listing, ObjectMeta,
     ObjectReader, Staged, Store, Sweep, SweepReport, Upload, Version, Versioned,
 };
 use landing_error::{Error, Result};
@@ -245,28 +245,6 @@ impl Store for LocalStore {
         .await
     }
 
-    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_stage(dest_key, run_id, 1).await
-    }
-
-    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_stage(&first.dest_key, run_id, 2).await
-    }
-
-    async fn promote(&self, staged: &Staged, expect: &Expect, _fence: Fence) -> Result<ObjectMeta> {
-        // Always fenced here: the check and the rename are one step under the guard.
-        let tmp = self.path(&staged.key)?;
-        let dest = self.path(&staged.dest_key)?;
-        let store = self.clone();
-        let (expect, size, key) = (expect.clone(), staged.size, staged.dest_key.clone());
-        blocking(move || cas::promote_blocking(&store, &key, &tmp, &dest, &expect, size)).await
-    }
-
-    async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<Fence> {
-        // Promotion checks the destination and renames under one lock.
-        Ok(Fence::new(CopyFence::Fenced))
-    }
-
     fn capabilities(&self) -> Capabilities {
         // A write checks the deadline under its lock and dies with its process.
         Capabilities {
@@ -299,12 +277,40 @@ impl Store for LocalStore {
         })
         .await
     }
+}
 
-    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Store> {
+/// The run's staging as temp files beside their destinations (`stage.rs`), promoted
+/// by a rename under the destination's guard (`cas.rs`).
+#[async_trait]
+impl Lake for LocalStore {
+    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
+        self.start_stage(dest_key, run_id, 1).await
+    }
+
+    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
+        self.start_stage(&first.dest_key, run_id, 2).await
+    }
+
+    async fn promote(&self, staged: &Staged, expect: &Expect, _fence: Fence) -> Result<ObjectMeta> {
+        // Always fenced here: the check and the rename are one step under the guard.
+        let tmp = self.path(&staged.key)?;
+        let dest = self.path(&staged.dest_key)?;
+        let store = self.clone();
+        let (expect, size, key) = (expect.clone(), staged.size, staged.dest_key.clone());
+        blocking(move || cas::promote_blocking(&store, &key, &tmp, &dest, &expect, size)).await
+    }
+
+    async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<Fence> {
+        // Promotion checks the destination and renames under one lock.
+        Ok(Fence::new(CopyFence::Fenced))
+    }
+
+    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake> {
         Arc::new(self.clone().with_gate(gate))
     }
 
     async fn discard(&self, staged: &Staged) -> Result<()> {
+        // Not the default `delete`: a temp file needs no guard, nor a folder fsync.
         let tmp = self.path(&staged.key)?;
         match fs::remove_file(&tmp) {
             Ok(()) => Ok(()),

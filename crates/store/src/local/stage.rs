@@ -15,7 +15,7 @@ use crate::{Staged, Sweep, SweepReport, Upload};
 use landing_error::{Error, Result};
 
 impl LocalStore {
-    /// [`crate::Store::stage`]: a fresh, locked temp file named by the run.
+    /// [`crate::Lake::stage`]: a fresh, locked temp file named by the run.
     pub(super) async fn start_stage(
         &self,
         dest_key: &str,
@@ -143,7 +143,7 @@ fn remove_unless_live(path: &Path) -> io::Result<bool> {
     }
 }
 
-/// [`crate::Store::sweep`]: the temp files beside each destination that the
+/// [`crate::Lake::sweep`]: the temp files beside each destination that the
 /// sweep [`Sweep::takes`], and the guard files an earlier version left there.
 pub(super) fn sweep_blocking(
     root: &LocalStore,

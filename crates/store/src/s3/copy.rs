@@ -21,7 +21,7 @@ const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 impl S3Store {
-    /// [`crate::Store::promote`]: copy the staging object over the published
+    /// [`crate::Lake::promote`]: copy the staging object over the published
     /// name, under the destination condition `fence` allows, then verify it.
     pub(super) async fn promote_staged(
         &self,

@@ -8,7 +8,7 @@ use crate::{Condition, CopyFence, Fence};
 use landing_error::{Error, Result};
 
 impl S3Store {
-    /// [`crate::Store::fencing`]: the probe's verdict, probed on the first call
+    /// [`crate::Lake::fencing`]: the probe's verdict, probed on the first call
     /// (concurrent callers wait for that one probe); a failed probe is tried again by
     /// the next call.
     pub(super) async fn fence(&self, dest_key: &str, run_id: &str) -> Result<Fence> {

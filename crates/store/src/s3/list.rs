@@ -77,7 +77,7 @@ impl S3Store {
         Ok(listing)
     }
 
-    /// [`crate::Store::leftovers`]: staging objects and incomplete uploads.
+    /// [`crate::Lake::leftovers`]: staging objects and incomplete uploads.
     pub(super) async fn staging_leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
         // Completed staging objects under `<staging folder><run id>/`, one folder per
         // product (incomplete uploads are not objects; the sweep aborts those).
@@ -111,7 +111,7 @@ impl S3Store {
         Ok(out)
     }
 
-    /// [`crate::Store::sweep`]: incomplete uploads and staging objects of the
+    /// [`crate::Lake::sweep`]: incomplete uploads and staging objects of the
     /// destinations' staging folders that [`Sweep::takes`].
     pub(super) async fn sweep_staging(
         &self,

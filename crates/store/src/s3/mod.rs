@@ -42,9 +42,9 @@
 //! killed run's request still executing on the server) from overwriting a newer
 //! publish. Stores differ: AWS S3 and SeaweedFS 4.48 honour it, moto 5.2.5 ignores it,
 //! and LocalStack 4.14.0 answers 412 but overwrites the destination's bytes anyway. So
-//! [`Store::fencing`] probes the store once per store value on two scratch keys in the
+//! [`Lake::fencing`] probes the store once per store value on two scratch keys in the
 //! run's own staging (never `raw/`): a copy that must fail its condition, then a
-//! read-back. [`Store::promote`] takes the [`Fence`] that returned, so no promotion is
+//! read-back. [`Lake::promote`] takes the [`Fence`] that returned, so no promotion is
 //! sent before the probe. Only a store that refused the copy *and* kept the bytes gets
 //! conditional copies. Staging objects carry the run id as user metadata
 //! (`x-amz-meta-landing-run-id`), which the copy keeps, so a 412 met by the SDK's retry
@@ -66,7 +66,7 @@ use aws_sdk_s3::Client;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
-/// The staging subfolder of a run's second pass (`Store::restage`).
+/// The staging subfolder of a run's second pass (`Lake::restage`).
 const PASS2: &str = "pass2";
 
 /// A request builder with `cond` as its `If-None-Match`/`If-Match` header, and the
@@ -97,8 +97,8 @@ mod upload;
 pub use options::{defaults, ChecksumMode, ConditionalCopy, S3Options, PART_SIZE_MIB_RANGE};
 
 use super::{
-    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Listing, ObjectMeta, ObjectReader,
-    Staged, Store, Sweep, SweepReport, Upload, Versioned,
+    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Lake, Listing, ObjectMeta,
+    ObjectReader, Staged, Store, Sweep, SweepReport, Upload, Versioned,
 };
 use landing_error::{Error, Result};
 
@@ -264,7 +264,7 @@ fn join_key(prefix: &str, key: &str) -> String {
     }
 }
 
-/// The contract's operations, each in the file of its concern.
+/// The object primitives, each in the file of its concern.
 #[async_trait]
 impl Store for S3Store {
     fn location(&self, key: &str) -> String {
@@ -295,6 +295,19 @@ impl Store for S3Store {
         self.delete_object(key).await
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            instant_takeover: false,
+            in_flight: Some(self.cfg.attempt_timeout),
+            multipart: true,
+        }
+    }
+}
+
+/// The run's staging under `staging/` (`upload.rs`), promoted by a fenced copy
+/// (`copy.rs`, `fence.rs`), swept with its incomplete uploads (`list.rs`).
+#[async_trait]
+impl Lake for S3Store {
     async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
         self.start_upload(dest_key, run_id, None).await
     }
@@ -313,21 +326,11 @@ impl Store for S3Store {
         self.fence(dest_key, run_id).await
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            instant_takeover: false,
-            in_flight: Some(self.cfg.attempt_timeout),
-            multipart: true,
-        }
-    }
-
-    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Store> {
+    fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake> {
         Arc::new(self.clone().with_gate(gate))
     }
 
-    async fn discard(&self, staged: &Staged) -> Result<()> {
-        self.delete_object(&staged.key).await
-    }
+    // `discard`: the default, a delete of the staging key.
 
     async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
         self.staging_leftovers(folders).await

@@ -24,7 +24,7 @@ pub(super) const MAX_PART: u64 = 5 << 30;
 pub(super) const MAX_PARTS: u64 = 10_000;
 
 impl S3Store {
-    /// [`crate::Store::stage`]: the run's staging key, written by a single
+    /// [`crate::Lake::stage`]: the run's staging key, written by a single
     /// `PutObject` when the output fits in one part, else by a multipart upload
     /// started once the first part is full.
     pub(super) async fn start_upload(

@@ -6,7 +6,9 @@
 //! first matching requests if asked). The proxy records every request it saw and
 //! which rule fired on it, so a test can assert that its fault actually happened.
 //!
-//! Plain threads and `std::net`, no async runtime and no extra dependency: one
+//! Plain threads and `std::net`, not hyper: hyper re-frames chunked bodies (it drops
+//! chunk extensions and undeclared trailers, and re-cuts chunks), and the proxy must
+//! forward them byte for byte (docs/testing.md says more). One
 //! thread accepts, one thread serves each client connection (keep-alive, requests in
 //! order), and each forwarded request gets its own upstream connection. Bodies are
 //! framed by `Content-Length` or `Transfer-Encoding: chunked` (aws-chunked uploads

@@ -91,12 +91,18 @@ impl Record {
 
 /// Prefix of a run's scratch directory under `--scratch-dir`.
 const DIR_PREFIX: &str = "landing-spill-";
+/// Prefix of a directory being born: it takes its lock before it is renamed to
+/// [`DIR_PREFIX`], so a sweep never sees a live run's directory unlocked.
+const BORN_PREFIX: &str = ".landing-spill-born-";
+/// A directory still being born after this long had its run die while creating it.
+const BORN_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The file a live run keeps locked inside its scratch directory.
 const LOCK_FILE: &str = "owner.lock";
 
-/// A run's scratch directory and the sorted runs written into it so far.
+/// A run's scratch directory and the sorted runs written into it so far. Dropping
+/// it removes the directory.
 pub struct Scratch {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
     /// Held (locked) while this run lives; the kernel drops the lock if it dies.
     _lock: File,
     runs: Vec<PathBuf>,
@@ -106,15 +112,37 @@ pub struct Scratch {
     pub spills: u64,
 }
 
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // Best effort: what is left is swept by the next run (its lock is free).
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
 impl Scratch {
-    /// A fresh, locked directory under `root` (created if missing).
+    /// A fresh, locked directory under `root` (created if missing). It is made and
+    /// locked under a name the sweep leaves alone, then renamed into place (atomic):
+    /// made under its final name, a concurrent run's sweep could find it without
+    /// its lock, take it for a dead run's and remove it.
     pub fn create(root: &Path, run_id: &str) -> io::Result<Scratch> {
         fs::create_dir_all(root)?;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{DIR_PREFIX}{run_id}-"))
+        let born = tempfile::Builder::new()
+            .prefix(&format!("{BORN_PREFIX}{run_id}-"))
             .tempdir_in(root)?;
-        let lock = File::create(dir.path().join(LOCK_FILE))?;
+        let lock = File::create(born.path().join(LOCK_FILE))?;
         lock.lock()?;
+        let name = born
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let suffix = name.as_deref().and_then(|n| n.strip_prefix(BORN_PREFIX));
+        let Some(suffix) = suffix else {
+            return Err(io::Error::other("scratch directory named unexpectedly"));
+        };
+        let dir = root.join(format!("{DIR_PREFIX}{suffix}"));
+        fs::rename(born.path(), &dir)?;
+        // Renamed: the born path is gone, so there is nothing for `born` to remove.
+        let _ = born.keep();
         Ok(Scratch {
             dir,
             _lock: lock,
@@ -125,7 +153,7 @@ impl Scratch {
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 
     /// Sort `records` and write them out as one run; the buffer is left empty.
@@ -146,7 +174,6 @@ impl Scratch {
 
     fn next_path(&self) -> PathBuf {
         self.dir
-            .path()
             .join(format!("{:06}.{}.run", self.runs.len(), self.bytes))
     }
 
@@ -250,16 +277,25 @@ pub fn sweep(root: &Path) -> io::Result<Vec<PathBuf>> {
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(DIR_PREFIX) || !entry.file_type()?.is_dir() {
+        let name = name.to_string_lossy();
+        if !entry.file_type()?.is_dir() {
             continue;
         }
         let dir = entry.path();
-        let orphan = match File::open(dir.join(LOCK_FILE)) {
-            // try_lock fails while the owner holds it.
-            Ok(f) => f.try_lock().is_ok(),
-            // No lock file: a run died between creating the directory and the lock.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
-            Err(e) => return Err(e),
+        let orphan = if name.starts_with(DIR_PREFIX) {
+            match File::open(dir.join(LOCK_FILE)) {
+                // try_lock fails while the owner holds it.
+                Ok(f) => f.try_lock().is_ok(),
+                // No lock file: renamed into place without one, which no run does.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+                Err(e) => return Err(e),
+            }
+        } else if name.starts_with(BORN_PREFIX) {
+            // Being born takes microseconds; one this old lost its run.
+            let age = entry.metadata()?.modified()?.elapsed().unwrap_or_default();
+            age > BORN_MAX_AGE
+        } else {
+            false
         };
         if orphan {
             fs::remove_dir_all(&dir)?;
@@ -329,5 +365,34 @@ mod tests {
         fs::write(orphan.join("000000.0.run"), b"x").unwrap();
         assert_eq!(sweep(root.path()).unwrap(), vec![orphan.clone()]);
         assert!(!orphan.exists());
+    }
+
+    #[test]
+    fn a_directory_being_born_is_swept_only_once_its_run_is_long_dead() {
+        let root = tempfile::tempdir().unwrap();
+        // A live run's directory only ever appears under its final name locked.
+        let live = Scratch::create(root.path(), "r1").unwrap();
+        let names: Vec<String> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(
+            names[0].starts_with(&format!("{DIR_PREFIX}r1-")),
+            "{names:?}"
+        );
+        assert!(File::open(live.path().join(LOCK_FILE))
+            .unwrap()
+            .try_lock()
+            .is_err());
+        // A run that died while creating its directory: left alone while young
+        // (it may still be taking its lock), swept once old.
+        let born = root.path().join(format!("{BORN_PREFIX}r2-x"));
+        fs::create_dir(&born).unwrap();
+        assert!(sweep(root.path()).unwrap().is_empty());
+        let old = std::time::SystemTime::now() - 2 * BORN_MAX_AGE;
+        File::open(&born).unwrap().set_modified(old).unwrap();
+        assert_eq!(sweep(root.path()).unwrap(), vec![born.clone()]);
+        assert!(live.path().exists());
     }
 }

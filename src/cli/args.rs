@@ -67,6 +67,11 @@ pub struct CommonArgs {
     #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
     pub spill_every: Option<usize>,
 
+    /// Test hook: after a spill, replay (`true`) or stage as lines come (`false`),
+    /// instead of choosing by the copies seen before the spill.
+    #[arg(long, env = "LANDING_TEST_SPILL_REPLAY", hide = true)]
+    pub spill_replay: Option<bool>,
+
     /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
     #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
     pub id_digest_bits: Option<u32>,

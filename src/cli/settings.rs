@@ -238,6 +238,7 @@ impl CommonArgs {
     pub fn hooks(&self) -> Hooks {
         Hooks {
             spill_every: self.spill_every.filter(|&n| n > 0),
+            spill_replay: self.spill_replay,
             id_digest_bits: self.id_digest_bits,
             ..Hooks::default()
         }

@@ -101,48 +101,99 @@ fn expected_seen(input: &[u8], cap: u64) -> Seen {
     }
 }
 
-/// Each corpus, spilling every 3 events, gives exactly what the reference model
-/// says: exit code, counts, reason, published and quarantine bytes.
+/// The two ways a spilled run writes what it kept, pinned by the test hook
+/// (`LANDING_TEST_SPILL_REPLAY`; a normal run chooses at the spill): "true" holds
+/// the lines back and replays them from the input, "false" stages them as they come
+/// and copies the staged output without later copies (the second pass).
+const WAYS: [&str; 2] = ["true", "false"];
+
+/// Each corpus, spilling every 3 events, either way, gives exactly what the
+/// reference model says: exit code, counts, reason, published and quarantine bytes.
 fn a_spilling_run_matches_the_model(kind: Kind) {
     for (name, input, cap) in corpus() {
         let expected = expected_seen(&input, cap);
-        let w = World::new(kind, "spilled");
-        let arg = w.put_input(DAY, &input);
-        let dir = scratch(&w);
-        let d = dir.to_str().unwrap();
-        let cap_arg = cap.to_string();
-        let all = ["--max-rejected-lines", &cap_arg, "--scratch-dir", d];
-        let r = w.run_env(&arg, &all, &[("LANDING_TEST_SPILL_EVERY", "3")]);
-        assert_eq!(seen(&w, &r), expected, "{name}: {}", r.stderr);
-        let spill = &r.summary.as_ref().unwrap()["spill"];
-        if expected.counts[0].as_u64().unwrap() <= 3 {
-            // Refused before a fourth event: nothing to spill.
-            assert!(spill.is_null(), "{name}: {}", r.stdout);
-            continue;
+        for way in WAYS {
+            let name = format!("{name}, replay {way}");
+            let w = World::new(kind, "spilled");
+            let arg = w.put_input(DAY, &input);
+            let dir = scratch(&w);
+            let d = dir.to_str().unwrap();
+            let cap_arg = cap.to_string();
+            let all = ["--max-rejected-lines", &cap_arg, "--scratch-dir", d];
+            let env = [
+                ("LANDING_TEST_SPILL_EVERY", "3"),
+                ("LANDING_TEST_SPILL_REPLAY", way),
+            ];
+            let r = w.run_env(&arg, &all, &env);
+            assert_eq!(seen(&w, &r), expected, "{name}: {}", r.stderr);
+            let spill = &r.summary.as_ref().unwrap()["spill"];
+            if expected.counts[0].as_u64().unwrap() <= 3 {
+                // Refused before a fourth event: nothing to spill.
+                assert!(spill.is_null(), "{name}: {}", r.stdout);
+                continue;
+            }
+            assert!(
+                spill["runs"].as_u64().is_some_and(|n| n > 1),
+                "{name}: {}",
+                r.stdout
+            );
+            assert!(
+                spill["spilled_bytes"].as_u64().unwrap() > 0,
+                "{name}: {spill}"
+            );
+            // Past its fourth event a run that holds lines back replays them when it
+            // publishes; one that staged them copies only if the merge found copies.
+            let published = expected.code == Some(0);
+            let dups = expected.counts[2].as_u64().unwrap() > 0;
+            let replay = way == "true";
+            assert_eq!(spill["replayed"], replay && published, "{name}: {spill}");
+            let copied = !replay && dups && published;
+            assert_eq!(spill["second_pass"], copied, "{name}: {spill}");
+            assert!(scratch_is_empty(&dir), "{name}: scratch left behind");
+            assert!(w.leftovers().is_empty(), "{name}: {:?}", w.leftovers());
         }
-        assert!(
-            spill["runs"].as_u64().is_some_and(|n| n > 1),
-            "{name}: {}",
-            r.stdout
-        );
-        assert!(
-            spill["spilled_bytes"].as_u64().unwrap() > 0,
-            "{name}: {spill}"
-        );
-        let dups = expected.counts[2].as_u64().unwrap() > 0;
-        let published = expected.code == Some(0);
-        assert_eq!(spill["second_pass"], dups && published, "{name}: {spill}");
-        assert!(scratch_is_empty(&dir), "{name}: scratch left behind");
-        assert!(w.leftovers().is_empty(), "{name}: {:?}", w.leftovers());
     }
 }
 
-/// A crash while spilling, merging or in the second pass: the rerun publishes the
-/// model's bytes and leaves no scratch and no staging.
+/// Without the hook, the copies the index collapsed before it spilled choose the
+/// way: a day with an early copy replays, a day whose copies all come after the
+/// spill stages its lines and copies them once.
+fn copies_before_the_spill_choose_the_replay(kind: Kind) {
+    let early: Vec<String> = ["e0", "e0"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain((1..200).map(|i| format!("e{i}")))
+        .map(|id| event(&id, 1))
+        .collect();
+    let mut late: Vec<String> = (0..200).map(|i| event(&format!("e{i}"), 1)).collect();
+    late.push(event("e3", 1));
+    for (name, lines, replayed) in [("early copy", early, true), ("late copy", late, false)] {
+        let input = (lines.join("\n") + "\n").into_bytes();
+        let w = World::new(kind, "chosen");
+        let arg = w.put_input(DAY, &input);
+        let dir = scratch(&w);
+        let all = ["--scratch-dir", dir.to_str().unwrap()];
+        let r = w.run_env(&arg, &all, &[("LANDING_TEST_SPILL_EVERY", "50")]);
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        assert_eq!(w.get(RAW).unwrap(), expected_publish(&input), "{name}");
+        let spill = &r.summary.as_ref().unwrap()["spill"];
+        assert_eq!(spill["replayed"], replayed, "{name}: {spill}");
+        assert_eq!(spill["second_pass"], !replayed, "{name}: {spill}");
+    }
+}
+
+/// A crash while spilling, merging, in the second pass or in the replay: the rerun
+/// publishes the model's bytes and leaves no scratch and no staging.
 fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
     let input = generated(2000, 3);
     let expected = expected_publish(&input);
-    for point in ["spill", "merge", "second-pass"] {
+    let points = [
+        ("spill", "true"),
+        ("merge", "true"),
+        ("second-pass", "false"),
+        ("replay", "true"),
+    ];
+    for (point, way) in points {
         let mut w = World::new(kind, point);
         if w.is_s3() {
             // The dead run's lease runs out in seconds, not minutes.
@@ -152,8 +203,11 @@ fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
         let arg = w.put_input(DAY, &input);
         let dir = scratch(&w);
         let d = dir.to_str().unwrap();
-        let spill = [("LANDING_TEST_SPILL_EVERY", "50")];
-        let crash = [spill[0], ("LANDING_CRASH_AT", point)];
+        let spill = [
+            ("LANDING_TEST_SPILL_EVERY", "50"),
+            ("LANDING_TEST_SPILL_REPLAY", way),
+        ];
+        let crash = [spill[0], spill[1], ("LANDING_CRASH_AT", point)];
         let r = w.run_env(&arg, &["--scratch-dir", d], &crash);
         assert_eq!(r.signal, Some(9), "{point}: not killed: {}", r.stderr);
         assert!(
@@ -162,11 +216,23 @@ fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
             r.stderr
         );
         assert!(w.get(RAW).is_none(), "{point}: published before the merge");
-        // The merge removes the scratch; the second pass then leaves staging only.
-        if point == "second-pass" {
-            assert!(!w.leftovers().is_empty(), "{point}: no staging to sweep");
-        } else {
-            assert!(!scratch_is_empty(&dir), "{point}: no scratch to sweep");
+        match point {
+            // The merge removed the scratch; the second pass's first staging is
+            // complete, so there is staging to sweep.
+            "second-pass" => {
+                assert!(scratch_is_empty(&dir), "{point}: scratch left");
+                assert!(!w.leftovers().is_empty(), "{point}: no staging to sweep");
+            }
+            // The replay writes to the open staging: a temporary file locally; on S3
+            // an upload that buffers in memory below its first part, so it dies with
+            // the process.
+            "replay" => {
+                assert!(scratch_is_empty(&dir), "{point}: scratch left");
+                if !w.is_s3() {
+                    assert!(!w.leftovers().is_empty(), "{point}: no staging to sweep");
+                }
+            }
+            _ => assert!(!scratch_is_empty(&dir), "{point}: no scratch to sweep"),
         }
         // --sweep-age 0: the dead run's staging is swept at once.
         let takeover = ["--scratch-dir", d, "--lease-wait", TAKEOVER_WAIT];
@@ -183,6 +249,7 @@ fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
 
 matrix! {
     a_spilling_run_matches_the_model: [local, seaweed, moto];
+    copies_before_the_spill_choose_the_replay: [local, seaweed];
     a_crash_at_each_spill_step_reruns_to_the_same_bytes: [local, seaweed, moto];
 }
 
@@ -282,8 +349,9 @@ fn the_budget_is_shown_and_checked() {
     assert!(r.stderr.contains("--jobs 4"), "{}", r.stderr);
 }
 
-/// A gzip input with duplicates, published gzip: spilling (every 50 events, so the
-/// merge finds copies and the second pass decodes and encodes again) publishes the
+/// A gzip input with duplicates, published gzip: spilling every 50 events either
+/// way (the replay decodes the input again and goes on encoding the output; the
+/// second pass decodes the staged output and encodes it again) publishes the
 /// bytes the model gives its content, and a collision found by the merge is refused on the
 /// decoded content's line.
 fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
@@ -302,20 +370,31 @@ fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
     content.extend(format!("{}\n", event("e-late", 2)).into_bytes());
     let colliding = gzip(&content);
     let args = ["--output-compression", "gzip"];
-    for (input, content, code) in [(clean, base, 0), (colliding, content, 65)] {
-        let e = expected_seen(&content, 0);
+    let cases = [(clean, base, 0), (colliding, content, 65)];
+    for ((input, content, code), way) in cases.iter().flat_map(|c| WAYS.map(|w| (c, w))) {
+        let code = *code;
+        let e = expected_seen(content, 0);
         assert_eq!(e.code, Some(code), "the model: {:?}", e.reason);
         let expected = (e.counts, e.reason, e.raw);
 
         let w = World::new(kind, "spilled");
-        let arg = w.put_input(name, &input);
+        let arg = w.put_input(name, input);
         let dir = scratch(&w);
         let mut all = args.to_vec();
         all.extend(["--scratch-dir", dir.to_str().unwrap()]);
-        let r = w.run_env(&arg, &all, &[("LANDING_TEST_SPILL_EVERY", "50")]);
-        assert_eq!(r.code, Some(code), "{}", r.stderr);
+        let env = [
+            ("LANDING_TEST_SPILL_EVERY", "50"),
+            ("LANDING_TEST_SPILL_REPLAY", way),
+        ];
+        let r = w.run_env(&arg, &all, &env);
+        assert_eq!(r.code, Some(code), "replay {way}: {}", r.stderr);
         let s = r.summary.as_ref().unwrap();
-        assert_eq!(s["spill"]["second_pass"], code == 0, "{}", r.stdout);
+        let done = if way == "true" {
+            "replayed"
+        } else {
+            "second_pass"
+        };
+        assert_eq!(s["spill"][done], code == 0, "{}", r.stdout);
         let published = w.get(raw).map(|gz| {
             let mut out = Vec::new();
             std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz.as_slice()), &mut out)
@@ -323,7 +402,7 @@ fn a_compressed_input_and_output_spill_to_the_same_bytes(kind: Kind) {
             out
         });
         let got = (seen(&w, &r).counts, s["reason"].clone(), published);
-        assert_eq!(got, expected);
+        assert_eq!(got, expected, "replay {way}");
         assert!(scratch_is_empty(&dir));
         assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
     }

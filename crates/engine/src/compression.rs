@@ -343,6 +343,15 @@ pub async fn read_content(
     location: &str,
     f: impl FnMut(&[u8]) + Send,
 ) -> Result<Option<Broken>> {
+    read_content_into(reader, location, &mut Each(f)).await
+}
+
+/// [`read_content`], handing each piece to `content`.
+pub async fn read_content_into(
+    reader: ObjectReader,
+    location: &str,
+    content: &mut impl Content,
+) -> Result<Option<Broken>> {
     let mut stored = ObjectChunks {
         reader,
         location,
@@ -357,7 +366,7 @@ pub async fn read_content(
     }
     let codec = Codec::sniff(&first);
     stored.first = Some(first).filter(|b| !b.is_empty());
-    decode_with(codec, u64::MAX, location, &mut stored, &mut Each(f)).await
+    decode_with(codec, u64::MAX, location, &mut stored, content).await
 }
 
 /// Read until `buf` is full or the stream ends; the bytes read.

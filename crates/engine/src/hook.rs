@@ -24,6 +24,9 @@ pub struct Hooks {
     pub spill_every: Option<usize>,
     /// Keep only this many bits of each id digest, so distinct ids share digests.
     pub id_digest_bits: Option<u32>,
+    /// After a spill, hold the lines back for a replay (`true`) or stage them as they
+    /// come (`false`), whatever the copies seen before the spill suggest.
+    pub spill_replay: Option<bool>,
 }
 
 impl Hooks {
@@ -143,6 +146,8 @@ pub enum CrashPoint {
     Merge,
     /// After the second pass wrote its first bytes to its staging.
     SecondPass,
+    /// After the replay handed its first kept lines to the staging writer.
+    Replay,
     /// Not a kill: a validation worker panics mid-file (the run must fail, publishing
     /// nothing).
     WorkerPanic,
@@ -206,11 +211,12 @@ impl std::str::FromStr for CrashPoint {
             "spill" => CrashPoint::Spill,
             "merge" => CrashPoint::Merge,
             "second-pass" => CrashPoint::SecondPass,
+            "replay" => CrashPoint::Replay,
             other => match other.strip_prefix("after-part:").map(str::parse) {
                 Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
                 _ => {
                     return Err(format!(
-                        "unknown crash point {other:?} (mid-stream, after-part:K, spill, merge, second-pass, after-staging, after-publish, after-checkpoint, worker-panic)"
+                        "unknown crash point {other:?} (mid-stream, after-part:K, spill, merge, second-pass, replay, after-staging, after-publish, after-checkpoint, worker-panic)"
                     ))
                 }
             },
@@ -230,6 +236,7 @@ impl std::fmt::Display for CrashPoint {
             CrashPoint::Spill => f.write_str("spill"),
             CrashPoint::Merge => f.write_str("merge"),
             CrashPoint::SecondPass => f.write_str("second-pass"),
+            CrashPoint::Replay => f.write_str("replay"),
         }
     }
 }
@@ -267,6 +274,7 @@ mod tests {
             "spill",
             "merge",
             "second-pass",
+            "replay",
         ] {
             assert_eq!(s.parse::<CrashPoint>().unwrap().to_string(), s);
         }

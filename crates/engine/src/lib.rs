@@ -33,8 +33,10 @@
 //! - [`budget`]: the memory budget (`--max-memory`, else the cgroup limit), divided
 //!   by `--jobs`, and the dedup index's share of one run's part of it.
 //! - `spill`: when the index reaches its share, sorted runs of digests in
-//!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` then drops
-//!   later copies by a second pass over the staged output and checks full ids).
+//!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` checks full
+//!   ids; what the merge kept is written by `pipeline/replay.rs`, a second read of
+//!   the input, or by `pipeline/second_pass.rs`, a filtered copy of the staged
+//!   output).
 //! - [`pipeline`]: the run, read top-down: `pipeline/mod.rs` is the sequence
 //!   (connect, lease, prepare, skip rule, stream, stage, publish, checkpoint, tidy,
 //!   release) and each stage a module that hands its result to the next; its one

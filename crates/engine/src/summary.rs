@@ -114,6 +114,9 @@ pub struct SpillReport {
     pub runs_merged: u64,
     /// Whether the staged output was copied once more without later duplicates.
     pub second_pass: bool,
+    /// Whether the lines after the spill were held back and written by a second read
+    /// of the input (chosen when the index had collapsed copies before it spilled).
+    pub replayed: bool,
 }
 
 /// Why a file was refused, and the physical line that decided it.

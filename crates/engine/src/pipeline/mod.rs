@@ -15,13 +15,16 @@
 //! SIGTERM or SIGINT before the publish drops the work, removes this run's staging
 //! and releases the lease; after the publish the run finishes its checkpoint first.
 
+mod batch;
 mod check;
 mod ctx;
 mod leasing;
 mod prepare;
 mod publish;
+mod replay;
 mod resolve;
 mod scan;
+mod second_pass;
 mod stage;
 mod stream;
 mod tidy;

@@ -1,24 +1,24 @@
 //! After the one pass: settle what the pass could not decide alone, before anything
-//! is published. A spilled index's runs are merged (duplicates found there are
-//! dropped by a second pass over the staged output), and every suspect (a canonical
+//! is published. A spilled index's runs are merged (what they decide, the replay
+//! writes, `replay.rs`, or the second pass drops, `second_pass.rs`), and every suspect (a canonical
 //! form not seen under its id digest) has its full id compared with the earlier
 //! lines', by a second read of the input: only the same id with another payload
 //! refuses the file, at the line and with the counts the in-memory pass would give.
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::Bytes;
 use fixedbitset::FixedBitSet;
 
+use super::replay::Replay;
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
-use crate::compression::{self, Codec, Encoder, OutputCompression};
+use crate::compression;
 use crate::config::Config;
 use crate::contract::{self, Contract, Line, LineFramer, Verdict};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
 use crate::spill::{self, Merged, Scratch};
-use crate::store::{Lake, ObjectReader, Staged, Upload};
+use crate::store::ObjectReader;
 use crate::summary::{Refusal, RefusalKind, SpillReport};
 
 /// This run's digests: a fresh seed, and the test hook's narrowed id digests.
@@ -49,7 +49,10 @@ pub(super) fn spill_plan(cfg: &Config, run_id: &str, hooks: Hooks) -> Option<Spi
 /// What the resolution leaves for the stages after it.
 #[derive(Debug, Default)]
 pub(super) struct Resolution {
-    /// Lines of the staged output to drop (a second pass), if the merge found any.
+    /// The lines a spilled run held back, to write by a replay (none if refused).
+    pub(super) replay: Option<Replay>,
+    /// Lines of the staged output to drop (a second pass), if a spilled run that
+    /// staged every line has later copies.
     pub(super) drops: Option<FixedBitSet>,
     pub(super) spill: Option<SpillReport>,
 }
@@ -82,6 +85,7 @@ where
         // merge or check (dropping the spill removes its scratch).
         return Ok(Resolution::default());
     }
+    let from = spilled.as_ref().and_then(|sp| sp.from);
     let merged = match spilled {
         Some(sp) => {
             let sizes = (seq.output_lines(), seq.lines());
@@ -144,21 +148,53 @@ where
             None => {}
         }
     }
-    seq.resolve(counts, refusal.clone());
-    let (drops, spill) = match merged {
-        Some((m, scratch, _)) => {
-            let second_pass = refusal.is_none() && m.duplicates > 0;
-            let report = SpillReport {
-                spilled_bytes: scratch.bytes,
-                runs: scratch.spills,
-                runs_merged: m.runs_merged,
-                second_pass,
-            };
-            (second_pass.then_some(m.drops), Some(report))
-        }
-        None => (None, None),
+    let published = refusal.is_none();
+    seq.resolve(counts, refusal);
+    Ok(ways(
+        merged,
+        from,
+        published,
+        (seq.output_lines(), seq.lines()),
+    ))
+}
+
+/// How a spilled run writes what it kept: a replay of the lines it held back
+/// (`from`: the first of them), or a second pass over its staged output if the
+/// merge found copies in it; neither if it is refused. Besides, its spill report.
+fn ways(
+    merged: Option<(Merged, Scratch, u64)>,
+    from: Option<(u64, u64)>,
+    published: bool,
+    (outputs, lines): (u64, u64),
+) -> Resolution {
+    let Some((m, scratch, _)) = merged else {
+        return Resolution::default();
     };
-    Ok(Resolution { drops, spill })
+    let (replay, drops) = match from {
+        Some(from) if published => {
+            let r = Replay {
+                from,
+                outputs,
+                lines,
+                drops: m.drops,
+            };
+            (Some(r), None)
+        }
+        None if published && m.duplicates > 0 => (None, Some(m.drops)),
+        _ => (None, None),
+    };
+    let spill = SpillReport {
+        spilled_bytes: scratch.bytes,
+        runs: scratch.spills,
+        runs_merged: m.runs_merged,
+        second_pass: drops.is_some(),
+        replayed: replay.is_some(),
+    };
+    Resolution {
+        replay,
+        drops,
+        spill: Some(spill),
+    }
 }
 
 /// Write the last buffer out and merge every run (blocking I/O, off the runtime).
@@ -320,154 +356,14 @@ impl<'a> IdCheck<'a> {
     }
 }
 
-/// The second pass: copy the staged output to a second staging, without the lines
-/// the merge found to be later copies, then discard the first. Both are staging:
-/// nothing is published before this is done. A compressed output is decoded and
-/// encoded again; the encoder's blocks depend on the content alone, so the bytes
-/// are those of an in-memory run.
-pub(super) async fn second_pass(
-    lake: &dyn Lake,
-    first: Staged,
-    drops: &FixedBitSet,
-    run_id: &str,
-    hooks: Hooks,
-    output: OutputCompression,
-) -> Result<Staged> {
-    let location = lake.location(&first.key);
-    let reader = lake.read(&first.key).await?;
-    let encoder =
-        Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
-    let out = lake.restage(&first, run_id).await?;
-    let mut rewrite = Rewrite {
-        filter: Filter::default(),
-        drops,
-        encoder,
-        out,
-        location: &location,
-        hooks,
-        wrote: false,
-    };
-    let codec = match output {
-        OutputCompression::None => None,
-        OutputCompression::Gzip => Some(Codec::Gzip),
-        OutputCompression::Zstd => Some(Codec::Zstd),
-    };
-    let mut stored = compression::ObjectChunks {
-        reader,
-        location: &location,
-        first: None,
-    };
-    let decoded =
-        compression::decode_with(codec, u64::MAX, &location, &mut stored, &mut rewrite).await;
-    let done = match decoded {
-        Ok(None) => rewrite.finish().await,
-        Ok(Some(b)) => Err(Error::store(
-            "decode staged output",
-            &location,
-            format!("{b:?}"),
-        )),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = done {
-        let _ = rewrite.out.abort().await;
-        return Err(e);
-    }
-    let staged = rewrite.out.complete().await?;
-    lake.discard(&first).await?;
-    Ok(staged)
-}
-
-/// The second pass's writer: the content without the dropped lines, encoded again
-/// when the output is compressed, into the second staging.
-struct Rewrite<'a> {
-    filter: Filter,
-    drops: &'a FixedBitSet,
-    encoder: Option<Encoder>,
-    out: Box<dyn Upload>,
-    location: &'a str,
-    hooks: Hooks,
-    wrote: bool,
-}
-
-impl compression::Content for Rewrite<'_> {
-    async fn take(&mut self, piece: Bytes) -> Result<()> {
-        let mut stored = self.filter.push(&piece, self.drops);
-        if let Some(e) = self.encoder.as_mut() {
-            let coded = e.write(&stored);
-            stored =
-                Bytes::from(coded.map_err(|e| Error::store("compress output", self.location, e))?);
-        }
-        if !stored.is_empty() {
-            self.out.write(stored).await?;
-            if !self.wrote {
-                self.wrote = true;
-                self.hooks.crash(CrashPoint::SecondPass);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Rewrite<'_> {
-    /// The last, unterminated line and the encoder's end.
-    async fn finish(&mut self) -> Result<()> {
-        let tail = self.filter.finish(self.drops);
-        let tail = match self.encoder.take() {
-            None => tail,
-            Some(mut e) => {
-                let end = e.write(&tail).and_then(|mut v| {
-                    v.extend(e.finish()?);
-                    Ok(v)
-                });
-                Bytes::from(end.map_err(|e| Error::store("compress output", self.location, e))?)
-            }
-        };
-        if !tail.is_empty() {
-            self.out.write(tail).await?;
-        }
-        Ok(())
-    }
-}
-
-/// Drops output lines by ordinal, across chunk boundaries.
-#[derive(Default)]
-struct Filter {
-    ordinal: usize,
-    partial: Vec<u8>,
-}
-
-impl Filter {
-    fn push(&mut self, chunk: &[u8], drops: &FixedBitSet) -> Bytes {
-        let mut kept = Vec::with_capacity(chunk.len() + self.partial.len());
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', chunk) {
-            let line = &chunk[start..=end];
-            if !drops.contains(self.ordinal) {
-                kept.extend_from_slice(&self.partial);
-                kept.extend_from_slice(line);
-            }
-            self.partial.clear();
-            self.ordinal += 1;
-            start = end + 1;
-        }
-        self.partial.extend_from_slice(&chunk[start..]);
-        Bytes::from(kept)
-    }
-
-    /// Every staged line ends in a newline; a tail without one is kept as it is.
-    fn finish(&mut self, drops: &FixedBitSet) -> Bytes {
-        if self.partial.is_empty() || drops.contains(self.ordinal) {
-            return Bytes::new();
-        }
-        Bytes::from(std::mem::take(&mut self.partial))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::validator::{check_batch, Batch};
+    use crate::pipeline::batch::{check_batch, Batch};
+    use crate::pipeline::replay::Replayer;
+    use crate::pipeline::second_pass::Filter;
     use crate::summary::Rejected;
+    use bytes::Bytes;
 
     /// Everything a run decides about an input, to compare two ways of deciding it.
     #[derive(Debug, PartialEq, Eq)]
@@ -483,10 +379,22 @@ mod tests {
     /// One pass over `input` as the pipeline makes it (chunks of 64 bytes), spilling
     /// every `every` events if given, then the resolution and any second pass.
     async fn land(input: &[u8], cap: u64, every: Option<usize>, bits: Option<u32>) -> Outcome {
+        land_with(input, cap, every, bits, None).await
+    }
+
+    /// [`land`], with the way a spilled run writes what it kept pinned (`replay`).
+    async fn land_with(
+        input: &[u8],
+        cap: u64,
+        every: Option<usize>,
+        bits: Option<u32>,
+        replay: Option<bool>,
+    ) -> Outcome {
         let root = tempfile::tempdir().unwrap();
         let hooks = Hooks {
             spill_every: every,
             id_digest_bits: bits,
+            spill_replay: replay,
             ..Hooks::default()
         };
         let plan = every.map(|_| SpillPlan {
@@ -527,6 +435,23 @@ mod tests {
             let mut kept = f.push(&output, drops).to_vec();
             kept.extend_from_slice(&f.finish(drops));
             output = kept;
+        }
+        if let Some(replay) = &r.replay {
+            // The replay: the lines from the first held-back one on, checked again.
+            let mut framer = LineFramer::new(200);
+            let mut replayer = Replayer::new(replay);
+            for chunk in input.chunks(64) {
+                let chunk = Bytes::copy_from_slice(chunk);
+                let batch = Batch::frame_from(&mut framer, chunk, replay.from.0);
+                replayer
+                    .apply(&check_batch(&batch, &progress, d), &mut output)
+                    .unwrap();
+            }
+            let last = Batch::finish_from(&mut framer, replay.from.0);
+            replayer
+                .apply(&check_batch(&last, &progress, d), &mut output)
+                .unwrap();
+            replayer.finish().unwrap();
         }
         // Nothing of a spill is left once it is resolved.
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
@@ -584,11 +509,14 @@ mod tests {
                 for cap in [0, 30, 1000] {
                     let expected = land(input.as_bytes(), cap, None, None).await;
                     for every in [1, 7, 50] {
-                        let spilled = land(input.as_bytes(), cap, Some(every), None).await;
-                        assert_eq!(
-                            spilled, expected,
-                            "seed {seed}, collision at {collide_at:?}, cap {cap}, spill every {every}"
-                        );
+                        for replay in [None, Some(true), Some(false)] {
+                            let spilled =
+                                land_with(input.as_bytes(), cap, Some(every), None, replay).await;
+                            assert_eq!(
+                                spilled, expected,
+                                "seed {seed}, collision at {collide_at:?}, cap {cap}, spill every {every}, replay {replay:?}"
+                            );
+                        }
                     }
                 }
             }
@@ -632,20 +560,5 @@ mod tests {
             o.output.len(),
             land(plain.as_bytes(), 0, None, None).await.output.len()
         );
-    }
-
-    #[test]
-    fn the_filter_drops_lines_by_ordinal_across_chunks() {
-        let mut drops = FixedBitSet::with_capacity(8);
-        drops.insert(1);
-        drops.insert(3);
-        let text = b"a0\nb1\nc2\nd3\ne4";
-        let mut f = Filter::default();
-        let mut out = Vec::new();
-        for chunk in text.chunks(2) {
-            out.extend_from_slice(&f.push(chunk, &drops));
-        }
-        out.extend_from_slice(&f.finish(&drops));
-        assert_eq!(out, b"a0\nc2\ne4");
     }
 }

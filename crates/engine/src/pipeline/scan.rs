@@ -18,7 +18,8 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::validator::{check_batch, Batch, Checked, Sequencer};
+use super::batch::{check_batch, Batch, Checked};
+use super::validator::Sequencer;
 use crate::compression::{self, Broken, Codec, Stored as _};
 use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
@@ -30,7 +31,7 @@ use crate::summary::{Refusal, RefusalKind};
 /// Input is read in chunks of this size.
 const READ_CHUNK: usize = 1 << 20;
 /// Output is handed to the store in pieces of at least this size.
-const FLUSH_AT: usize = 1 << 20;
+pub(super) const FLUSH_AT: usize = 1 << 20;
 
 /// Output of the sequencer, in input order.
 pub(super) enum Out {
@@ -39,7 +40,7 @@ pub(super) enum Out {
 }
 
 /// Validation workers: both cores share the bulk of the work (see `validator`).
-const WORKERS: usize = 2;
+pub(super) const WORKERS: usize = 2;
 
 /// What a scan does besides hashing every byte.
 pub(super) enum Scan {
@@ -381,7 +382,7 @@ fn prove_complete(
 
 /// A validation worker: checks batches as they come, in its own order.
 /// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
-fn spawn_checker(
+pub(super) fn spawn_checker(
     mut rx: mpsc::Receiver<Batch>,
     contract: Arc<Contract>,
     digester: Digester,

@@ -1,8 +1,9 @@
-//! The end of staging: complete the staged outputs and, for a spilled run whose
-//! merge found later copies, write the filtered copy (the second pass).
+//! The end of staging: complete the staged outputs and, for a spilled run that
+//! staged every line and whose merge found later copies, write the filtered copy
+//! (the second pass).
 
 use super::ctx::{Ctx, Seen, StagedRun};
-use super::resolve::second_pass;
+use super::second_pass::second_pass;
 use super::stream::Streamed;
 use crate::checkpoint::Current;
 use crate::error::Result;

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::ctx::{log_outcome, Ctx};
+use super::replay::replay;
 use super::resolve::digester;
 use super::resolve::resolve;
 use super::resolve::spill_plan;
@@ -16,6 +17,7 @@ use super::validator::{Counts, Sequencer};
 use crate::compression::Encoder;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, PausePoint};
+use crate::identity::Digester;
 use crate::lease::Lease;
 use crate::store::Upload;
 use crate::summary::{Action, Refusal, SpillReport, Summary};
@@ -64,22 +66,31 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
             .progress("land", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
     let encoder = encoded(encoding, input);
     let writer = write_staging(ctx, data, out_rx);
-    let scanned = scan(
-        reader,
-        input,
-        progress,
-        Limits::of(ctx.cfg),
-        ctx.cfg.contract.clone(),
-        Scan::Land(v, out_tx),
-        digester,
-        ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
-    );
-    let (scanned, written, encoded) = tokio::join!(scanned, writer, encoder);
+    let limits = Limits::of(ctx.cfg);
+    // The pass, its resolution and a spilled run's replay all write through `out_tx`:
+    // the staging writer ends when this drops it.
+    let body = async move {
+        let scanned = scan(
+            reader,
+            input,
+            progress,
+            limits,
+            ctx.cfg.contract.clone(),
+            Scan::Land(v, out_tx.clone()),
+            digester,
+            ctx.hooks.crash_at == Some(CrashPoint::WorkerPanic),
+        )
+        .await?;
+        let (sha256, v) = scanned;
+        let v = v.ok_or_else(|| Error::store("stream", input, "validator missing"))?;
+        let (v, drops, spill) = settle(ctx, v, digester, out_tx).await?;
+        Ok::<_, Error>((sha256, v, drops, spill))
+    };
+    let (body, written, encoded) = tokio::join!(body, writer, encoder);
     let (data, quarantine) = written.at(Step::Stage, input)?;
     // A failed encoder left the staged object without its end: never publish it.
-    let scanned = encoded.and(scanned);
-    let (sha256, v) = match scanned {
-        Ok(s) => s,
+    let (sha256, v, drops, spill) = match encoded.and(body) {
+        Ok(b) => b,
         Err(e) => {
             // Abort now rather than leave an incomplete upload for the next sweep.
             let _ = data.abort().await;
@@ -89,41 +100,6 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
             return Err(e).at(Step::Stream, input);
         }
     };
-    let mut v = v
-        .ok_or_else(|| Error::store("stream", input, "validator missing"))
-        .at(Step::Stream, input)?;
-    info!(distinct_events = v.distinct_events(), "stream complete");
-    let reread = || ctx.input.read(&ctx.input_key);
-    let resolved = resolve(
-        &mut v,
-        &ctx.cfg.contract,
-        digester,
-        ctx.cfg.max_line_bytes,
-        input,
-        ctx.hooks,
-        reread,
-    )
-    .await;
-    let resolution = match resolved {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = data.abort().await;
-            if let Some(q) = quarantine {
-                let _ = q.abort().await;
-            }
-            return Err(e).at(Step::Stream, input);
-        }
-    };
-    if let Some(s) = &resolution.spill {
-        info!(
-            spilled_bytes = s.spilled_bytes,
-            runs = s.runs,
-            runs_merged = s.runs_merged,
-            second_pass = s.second_pass,
-            "spilled index merged"
-        );
-        ctx.trace.lap("merge");
-    }
     lease.ensure_held().at(Step::Stream, input)?;
     Ok(Streamed {
         sha256,
@@ -131,9 +107,46 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         refusal: v.refusal().cloned(),
         data,
         quarantine,
-        drops: resolution.drops,
-        spill: resolution.spill,
+        drops,
+        spill,
     })
+}
+
+/// After the pass: resolve what it left open (`resolve.rs`) and, for a spilled run,
+/// write the lines it held back (`replay.rs`) through `out_tx`.
+async fn settle(
+    ctx: &Ctx<'_>,
+    mut v: Sequencer,
+    digester: Digester,
+    out_tx: mpsc::Sender<Out>,
+) -> Result<(Sequencer, Option<FixedBitSet>, Option<SpillReport>)> {
+    let input = &ctx.input_location;
+    info!(distinct_events = v.distinct_events(), "stream complete");
+    let reread = || ctx.input.read(&ctx.input_key);
+    let max_line = ctx.cfg.max_line_bytes;
+    let contract = &ctx.cfg.contract;
+    let resolution = resolve(
+        &mut v, contract, digester, max_line, input, ctx.hooks, reread,
+    )
+    .await?;
+    if let Some(s) = &resolution.spill {
+        info!(
+            spilled_bytes = s.spilled_bytes,
+            runs = s.runs,
+            runs_merged = s.runs_merged,
+            second_pass = s.second_pass,
+            replayed = s.replayed,
+            "spilled index merged"
+        );
+        ctx.trace.lap("merge");
+    }
+    if let Some(r) = resolution.replay {
+        let reader = ctx.input.read(&ctx.input_key).await?;
+        let (c, hooks) = (contract.clone(), ctx.hooks);
+        replay(reader, input, max_line, c, digester, r, out_tx, hooks).await?;
+        ctx.trace.lap("replay");
+    }
+    Ok((v, resolution.drops, resolution.spill))
 }
 
 /// Remove the scratch of runs that died (their lock is free); a failure only warns.

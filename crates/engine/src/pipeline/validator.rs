@@ -1,11 +1,7 @@
 //! The validation stage, in three steps so both cores can share it while the
 //! result stays exactly that of a sequential pass:
 //!
-//! 1. **frame** (sequential, cheap): the contract's [`LineFramer`] splits the stream
-//!    into physical lines and [`Batch::frame`] packs each read chunk's lines into a
-//!    [`Batch`] (offsets into the shared chunk; only lines spanning chunks are copied).
-//! 2. **check** (parallel, the bulk of the work): [`check_batch`] validates each line,
-//!    writes the canonical form and computes the event's digests. Pure.
+//! 1. **frame** and 2. **check**: `batch.rs` ([`Batch`], [`check_batch`]).
 //! 3. **sequence** (sequential, in input order): [`Sequencer`] consults the dedup
 //!    index, applies the reject cap, and emits published bytes and quarantine
 //!    records, deciding at most one refusal, always the first in line order.
@@ -16,11 +12,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use crate::contract::{self, Contract, Line, LineFramer, Reason, Verdict};
+#[cfg(doc)]
+use super::batch::{check_batch, Batch};
+use super::batch::{Checked, Item};
+use crate::contract::{self, Contract, Reason};
 use crate::hook::{CrashPoint, Hooks};
-use crate::identity::{DedupIndex, Digester, Digests, Seen};
+use crate::identity::{DedupIndex, Digests, Seen};
 use crate::spill::{Record, Scratch};
 use crate::summary::{Refusal, RefusalKind, Rejected};
 
@@ -34,154 +31,6 @@ pub struct Counts {
 
 /// How many quarantined lines `check` lists.
 pub const CHECK_REASONS: usize = 20;
-
-/// Where a framed line's bytes are.
-#[derive(Debug, Clone, Copy)]
-enum Src {
-    /// In the batch's chunk.
-    Chunk(usize, usize),
-    /// In the batch's side buffer (a line that spanned chunks).
-    Side(usize, usize),
-    TooLong,
-}
-
-/// The lines framed from one read chunk.
-#[derive(Debug, Default)]
-pub struct Batch {
-    chunk: Bytes,
-    side: Vec<u8>,
-    lines: Vec<(u64, Src)>,
-    /// Physical lines of the input framed up to and including this batch.
-    through_line: u64,
-}
-
-impl Batch {
-    /// Step 1: frame the lines completed by `chunk`, packed per read chunk.
-    pub fn frame(framer: &mut LineFramer, chunk: Bytes) -> Batch {
-        let mut batch = Batch {
-            chunk: chunk.clone(),
-            side: Vec::new(),
-            lines: Vec::with_capacity(chunk.len() / 128),
-            through_line: 0,
-        };
-        let base = chunk.as_ptr() as usize;
-        let end = base + chunk.len();
-        let _ = framer.push(&chunk, |line| {
-            batch.add(line, base, end);
-            Ok::<(), std::convert::Infallible>(())
-        });
-        batch.through_line = framer.lines_seen();
-        batch
-    }
-
-    /// End of input: the last line may lack its newline.
-    pub fn finish(framer: &mut LineFramer) -> Batch {
-        let mut batch = Batch::default();
-        let _ = framer.finish(|line| {
-            batch.add(line, 0, 0);
-            Ok::<(), std::convert::Infallible>(())
-        });
-        batch.through_line = framer.lines_seen();
-        batch
-    }
-
-    /// Record a line: by offset when it lies in the chunk, else by copy.
-    fn add(&mut self, line: Line<'_>, base: usize, end: usize) {
-        match line {
-            Line::TooLong { number } => self.lines.push((number, Src::TooLong)),
-            Line::Content { number, bytes } => {
-                let p = bytes.as_ptr() as usize;
-                let src = if p >= base && p + bytes.len() <= end && base != end {
-                    Src::Chunk(p - base, p - base + bytes.len())
-                } else {
-                    let start = self.side.len();
-                    self.side.extend_from_slice(bytes);
-                    Src::Side(start, self.side.len())
-                };
-                self.lines.push((number, src));
-            }
-        }
-    }
-
-    fn bytes(&self, src: Src) -> &[u8] {
-        match src {
-            Src::Chunk(a, b) => &self.chunk[a..b],
-            Src::Side(a, b) => &self.side[a..b],
-            Src::TooLong => &[],
-        }
-    }
-}
-
-/// One line's verdict after step 2.
-#[derive(Debug, Clone, Copy)]
-enum Item {
-    /// Canonical bytes end at this offset of [`Checked::canonical`].
-    Accept(Digests, usize),
-    Reject(Reason),
-    /// The index of the name in the contract's `prohibited` list.
-    Prohibited(usize),
-}
-
-/// A batch after step 2.
-#[derive(Debug, Default)]
-pub struct Checked {
-    canonical: Vec<u8>,
-    items: Vec<(u64, Item)>,
-    through_line: u64,
-}
-
-/// Step 2: validate every line of a batch, canonicalise and digest the accepted.
-pub fn check_batch(batch: &Batch, contract: &Contract, digester: Digester) -> Checked {
-    let mut out = Checked {
-        canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
-        items: Vec::with_capacity(batch.lines.len()),
-        through_line: batch.through_line,
-    };
-    // The batch's lines mostly share one key order: each line's predicts the next.
-    let mut carry = contract::Carry::default();
-    for &(number, src) in &batch.lines {
-        let item = match src {
-            Src::TooLong => Item::Reject(Reason::LineTooLong),
-            src => {
-                let line = batch.bytes(src);
-                let start = out.canonical.len();
-                // The single pass takes nearly every line; what it declines, the
-                // full rules decide.
-                match contract::canonicalize_with(contract, &mut carry, line, &mut out.canonical) {
-                    Some(c) => {
-                        let canonical = &out.canonical[start..];
-                        let digests = digester.digest(&out.canonical[c.id], canonical);
-                        out.canonical.push(b'\n');
-                        Item::Accept(digests, out.canonical.len())
-                    }
-                    None => slow_item(contract, line, &mut out.canonical, digester),
-                }
-            }
-        };
-        out.items.push((number, item));
-    }
-    out
-}
-
-/// One line through [`contract::validate`], the full rules.
-fn slow_item(
-    contract: &Contract,
-    line: &[u8],
-    canonical: &mut Vec<u8>,
-    digester: Digester,
-) -> Item {
-    match contract::validate(contract, line) {
-        Verdict::Accept(event) => {
-            let start = canonical.len();
-            event.write_canonical(canonical);
-            let digests = digester.digest(event.id().as_bytes(), &canonical[start..]);
-            canonical.push(b'\n');
-            Item::Accept(digests, canonical.len())
-        }
-        Verdict::Quarantine(reason) => Item::Reject(reason),
-        Verdict::Prohibited(field) => Item::Prohibited(field),
-    }
-}
 
 /// Accepted events are inserted this many items after their slot was prefetched,
 /// so the cache misses of a large index overlap.
@@ -242,6 +91,11 @@ pub struct Spilled {
     buffer_cap: usize,
     /// Duplicates the index collapsed before it spilled (all before any record).
     pub dups_before: u64,
+    /// Hold accepted lines back for the replay (else stage them as they come).
+    hold: bool,
+    /// Holding back: the first recorded event's input line and output ordinal. From
+    /// it on, nothing is staged during the pass; the replay writes the lines kept.
+    pub from: Option<(u64, u64)>,
 }
 
 /// Step 3: the order-dependent decisions.
@@ -251,7 +105,8 @@ pub struct Sequencer {
     index: Option<DedupIndex>,
     plan: Option<SpillPlan>,
     spilled: Option<Spilled>,
-    /// Lines written to the staged output so far (a record's ordinal).
+    /// Output lines decided so far (a record's ordinal): staged, or, once the index
+    /// spilled, held back for the replay.
     ordinal: u64,
     suspects: Vec<Suspect>,
     /// An I/O failure of the spill (scratch dir, what failed).
@@ -372,7 +227,14 @@ impl Sequencer {
         if let Some(sp) = self.spilled.as_mut() {
             sp.buffer.push(Record::new(d, number, self.ordinal));
             let full = sp.buffer.len() >= sp.buffer_cap;
-            self.emit(line);
+            if sp.hold {
+                // Only the merge can tell whether it is a first occurrence.
+                sp.from.get_or_insert((number, self.ordinal));
+                self.counts.accepted += 1;
+                self.ordinal += 1;
+            } else {
+                self.emit(line);
+            }
             if full {
                 self.write_run();
             }
@@ -453,6 +315,13 @@ impl Sequencer {
                 buffer: Vec::with_capacity(buffer_cap),
                 buffer_cap,
                 dups_before: self.counts.duplicates,
+                // Copies before the spill promise copies after it, which the
+                // second pass would drop by writing the output twice.
+                hold: plan
+                    .hooks
+                    .spill_replay
+                    .unwrap_or(self.counts.duplicates > 0),
+                from: None,
             })
         })();
         match done {
@@ -495,7 +364,7 @@ impl Sequencer {
         self.spilled.take()
     }
 
-    /// Lines written to the staged output.
+    /// Output lines decided (staged, or held back for the replay).
     pub fn output_lines(&self) -> u64 {
         self.ordinal
     }

@@ -5,8 +5,9 @@
 use bytes::Bytes;
 use std::sync::Arc;
 
+use super::batch::{check_batch, Batch};
 use super::resolve::IdCheck;
-use super::validator::{check_batch, Batch, Sequencer, Suspect};
+use super::validator::{Sequencer, Suspect};
 use crate::contract::{self, Contract, LineFramer};
 use crate::identity::Digester;
 use crate::summary::{Refusal, RefusalKind};

@@ -4,14 +4,16 @@
 //!
 //! - At the first spill the index is written out, sorted by id digest, as a run of
 //!   records marked [`Record::FIRST`] (first occurrences, never dropped), and freed.
-//! - From then on every accepted event is staged as it comes and also recorded as
-//!   (id digest, canonical digest, line, output ordinal); a buffer of records that
-//!   reaches its share is sorted and written out as one more run.
+//! - From then on every accepted event is recorded as (id digest, canonical digest,
+//!   line, output ordinal); a buffer of records that reaches its share is sorted and
+//!   written out as one more run. Its line is held back for a replay if the index
+//!   had collapsed copies before it spilled, else staged as it comes.
 //! - Before anything is published, [`merge`] merges the runs and decides per id
 //!   digest exactly what the in-memory index would have: the first occurrence stays,
-//!   a later equal canonical form is a duplicate (its output line is dropped by a
-//!   second pass over the staged output), a canonical form not seen under that digest
-//!   is a suspect (the pipeline compares full ids before it refuses anything).
+//!   a later equal canonical form is a duplicate (the replay, a second read of the
+//!   input, skips its line; a staged one is dropped by a second pass over the staged
+//!   output), a canonical form not seen under that digest is a suspect (the pipeline
+//!   compares full ids before it refuses anything).
 //!
 //! Scratch lives in a directory per run under `--scratch-dir`, holding a lock its
 //! run keeps while alive; a later run removes any such directory whose lock is free

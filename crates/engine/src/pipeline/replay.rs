@@ -1,0 +1,296 @@
+//! The replay: a spilled run writes its output once. From the first record on, the
+//! pass stages nothing (only the merge can tell a first occurrence from a later
+//! copy); once the merge has decided, this second read of the input checks the
+//! lines from the first recorded one on again, on both cores, and hands the kept
+//! lines to the same staging writer and encoder, in order. Reading the input again
+//! costs less than staging every line and then copying the staged output without
+//! the copies, which writes the output twice. The bytes are an in-memory run's.
+//!
+//! The replay proves it read what the pass read: it must decide exactly as many
+//! output lines, over exactly as many physical lines.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fixedbitset::FixedBitSet;
+use tokio::sync::mpsc;
+
+use super::batch::{Batch, Checked, Decided};
+use super::scan::{spawn_checker, Out, FLUSH_AT, WORKERS};
+use crate::compression;
+use crate::contract::{Contract, LineFramer};
+use crate::error::{Error, Result};
+use crate::hook::{CrashPoint, Hooks};
+use crate::identity::Digester;
+use crate::store::ObjectReader;
+
+/// What the pass left for the replay.
+#[derive(Debug)]
+pub(super) struct Replay {
+    /// Input line and output ordinal of the first held-back event.
+    pub(super) from: (u64, u64),
+    /// Output lines the pass decided, and physical lines it framed.
+    pub(super) outputs: u64,
+    pub(super) lines: u64,
+    /// Output ordinals the merge found to be later copies.
+    pub(super) drops: FixedBitSet,
+}
+
+/// The replay's sequencing, in input order: each accepted line from the first
+/// held-back one on takes the next ordinal and is kept unless the merge dropped it.
+pub(super) struct Replayer<'a> {
+    replay: &'a Replay,
+    ordinal: u64,
+    lines: u64,
+}
+
+impl<'a> Replayer<'a> {
+    pub(super) fn new(replay: &'a Replay) -> Self {
+        Replayer {
+            replay,
+            ordinal: replay.from.1,
+            lines: 0,
+        }
+    }
+
+    /// Append the kept lines of one checked batch to `out`.
+    pub(super) fn apply(&mut self, checked: &Checked, out: &mut Vec<u8>) -> Result<(), String> {
+        self.lines = self.lines.max(checked.through_line());
+        for (number, d) in checked.verdicts() {
+            match d {
+                Decided::Accepted(line) => {
+                    let dropped =
+                        usize::try_from(self.ordinal).is_ok_and(|o| self.replay.drops.contains(o));
+                    if !dropped {
+                        out.extend_from_slice(line);
+                    }
+                    self.ordinal += 1;
+                }
+                Decided::Rejected => {}
+                // The pass refused nothing (or there would be no replay).
+                Decided::Prohibited => {
+                    return Err(format!("line {number} reads differently the second time"))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The replay decided what the pass decided: as many output lines, over as many
+    /// physical lines.
+    pub(super) fn finish(&self) -> Result<(), String> {
+        let r = self.replay;
+        if (self.ordinal, self.lines) == (r.outputs, r.lines) {
+            return Ok(());
+        }
+        Err(format!(
+            "the input read differently the second time: {} output lines over {} lines, the pass had {} over {}",
+            self.ordinal, self.lines, r.outputs, r.lines
+        ))
+    }
+}
+
+/// Read the input again and send the kept lines from the first held-back one on to
+/// `out` (the staging writer, or the encoder before it).
+// The scan's settings and the replay's own: a struct for one caller would only
+// rename them.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn replay(
+    reader: ObjectReader,
+    input: &str,
+    max_line_bytes: usize,
+    contract: Arc<Contract>,
+    digester: Digester,
+    replay: Replay,
+    out: mpsc::Sender<Out>,
+    hooks: Hooks,
+) -> Result<()> {
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
+    let (checked, workers): (Vec<_>, Vec<_>) = rxs
+        .into_iter()
+        .map(|rx| spawn_checker(rx, contract.clone(), digester, false))
+        .unzip();
+    let mut dealer = Dealer {
+        framer: LineFramer::new(max_line_bytes),
+        from: replay.from.0,
+        txs,
+        next: 0,
+        input,
+        lost: false,
+    };
+    let seq = tokio::task::spawn_blocking(move || sequence(&replay, checked, &out, hooks));
+    let read = compression::read_content_into(reader, input, &mut dealer).await;
+    let read = match read {
+        // The pass hashed this stream whole: a broken one now is another stream.
+        Ok(Some(b)) => Err(Error::store(
+            "replay",
+            input,
+            format!("the input reads as a broken stream the second time ({b:?})"),
+        )),
+        Ok(None) => dealer.finish().await,
+        Err(e) => Err(e),
+    };
+    let lost = dealer.lost;
+    drop(dealer);
+    let sequenced = seq
+        .await
+        .map_err(|e| Error::store("join replay", input, e))?;
+    for w in workers {
+        w.await
+            .map_err(|e| Error::store("join replay worker", input, e))?;
+    }
+    match (read, sequenced) {
+        // A failed read leaves the sequencer short of lines: the read says why.
+        (Err(e), _) if !lost => Err(e),
+        (_, Err(e)) => Err(Error::store("replay", input, e)),
+        (read, Ok(())) => read,
+    }
+}
+
+/// Frames the content, from the first held-back line on, into batches dealt
+/// round-robin to the workers.
+struct Dealer<'a> {
+    framer: LineFramer,
+    from: u64,
+    txs: Vec<mpsc::Sender<Batch>>,
+    next: usize,
+    input: &'a str,
+    /// A worker or the sequencer went away: its own error says why.
+    lost: bool,
+}
+
+impl Dealer<'_> {
+    async fn send(&mut self, batch: Batch) -> Result<()> {
+        let tx = &self.txs[self.next % WORKERS];
+        self.next += 1;
+        let sent = tx.send(batch).await;
+        self.lost |= sent.is_err();
+        sent.map_err(|_| Error::store("replay", self.input, "a replay worker stopped"))
+    }
+
+    /// The last line, which may lack its newline.
+    async fn finish(&mut self) -> Result<()> {
+        let last = Batch::finish_from(&mut self.framer, self.from);
+        self.send(last).await
+    }
+}
+
+impl compression::Content for Dealer<'_> {
+    async fn take(&mut self, piece: Bytes) -> Result<()> {
+        let batch = Batch::frame_from(&mut self.framer, piece, self.from);
+        self.send(batch).await
+    }
+}
+
+/// Take checked batches round-robin (the order dealt), keep what the merge kept,
+/// and send it on in pieces of [`FLUSH_AT`].
+fn sequence(
+    replay: &Replay,
+    mut checked: Vec<mpsc::Receiver<Checked>>,
+    out: &mpsc::Sender<Out>,
+    hooks: Hooks,
+) -> Result<(), String> {
+    let mut r = Replayer::new(replay);
+    let mut buf = Vec::with_capacity(FLUSH_AT * 2);
+    let mut sent = false;
+    let mut send = |buf: &mut Vec<u8>| -> Result<(), String> {
+        let data = Bytes::from(std::mem::replace(buf, Vec::with_capacity(FLUSH_AT * 2)));
+        out.blocking_send(Out::Data(data))
+            .map_err(|_| "the staging writer stopped".to_owned())?;
+        if !sent {
+            sent = true;
+            hooks.crash(CrashPoint::Replay);
+        }
+        Ok(())
+    };
+    let mut k = 0;
+    while let Some(batch) = checked[k % WORKERS].blocking_recv() {
+        k += 1;
+        r.apply(&batch, &mut buf)?;
+        if buf.len() >= FLUSH_AT {
+            send(&mut buf)?;
+        }
+    }
+    if !buf.is_empty() {
+        send(&mut buf)?;
+    }
+    r.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract;
+    use crate::pipeline::batch::check_batch;
+
+    fn ev(id: u32) -> String {
+        format!(
+            r#"{{"event_id":"e{id}","learner_id":"l","lesson_id":"s","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T10:00:00Z"}}"#
+        )
+    }
+
+    /// Replay `input` from line `from` (output ordinal `ordinal`), in chunks of 50.
+    fn run(input: &str, r: &Replay) -> (Vec<u8>, Result<(), String>) {
+        let c = contract::progress();
+        let d = Digester::new(7);
+        let mut framer = LineFramer::new(1000);
+        let mut replayer = Replayer::new(r);
+        let mut out = Vec::new();
+        for chunk in input.as_bytes().chunks(50) {
+            let batch = Batch::frame_from(&mut framer, Bytes::copy_from_slice(chunk), r.from.0);
+            replayer
+                .apply(&check_batch(&batch, &c, d), &mut out)
+                .unwrap();
+        }
+        let last = Batch::finish_from(&mut framer, r.from.0);
+        replayer
+            .apply(&check_batch(&last, &c, d), &mut out)
+            .unwrap();
+        (out, replayer.finish())
+    }
+
+    fn replay(from: (u64, u64), outputs: u64, lines: u64, drops: &[usize]) -> Replay {
+        let mut bits = FixedBitSet::with_capacity(outputs as usize);
+        drops.iter().for_each(|&o| bits.insert(o));
+        Replay {
+            from,
+            outputs,
+            lines,
+            drops: bits,
+        }
+    }
+
+    #[test]
+    fn keeps_the_lines_from_the_first_held_back_one_except_the_dropped() {
+        // Lines 1-2 were staged by the pass (ordinals 0-1); line 3 is quarantined;
+        // lines 4-6 were held back as ordinals 2-4, and the merge dropped ordinal 3.
+        let input = [ev(1), ev(2), "not json".into(), ev(4), ev(5), ev(6)].join("\n");
+        let (out, done) = run(&input, &replay((4, 2), 5, 6, &[3]));
+        assert_eq!(done, Ok(()));
+        let text = String::from_utf8(out).unwrap();
+        let ids: Vec<&str> = text
+            .lines()
+            .map(|l| {
+                l.split("\"event_id\":\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids, ["e4", "e6"]);
+    }
+
+    #[test]
+    fn an_input_that_reads_differently_fails_the_replay() {
+        let input = [ev(1), ev(2), ev(3)].join("\n");
+        // The pass decided 4 output lines over 4 lines: the input lost one since.
+        let (_, done) = run(&input, &replay((2, 1), 4, 4, &[]));
+        let e = done.unwrap_err();
+        assert!(
+            e.contains("3 output lines over 3 lines, the pass had 4 over 4"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! The second pass: a spilled run that staged every line as it came (no copy seen
+//! before its spill, so none expected after it) and whose merge then found later
+//! copies, copies its staged output to a second staging without them. The other
+//! way a spilled run ends is the replay (`replay.rs`), which the sequencer chooses
+//! at the spill when the index had already collapsed copies: it writes the output
+//! once, at the price of a second read of the input.
+
+use bytes::Bytes;
+use fixedbitset::FixedBitSet;
+
+use crate::compression::{self, Codec, Encoder, OutputCompression};
+use crate::error::{Error, Result};
+use crate::hook::{CrashPoint, Hooks};
+use crate::store::{Lake, Staged, Upload};
+
+/// The second pass: copy the staged output to a second staging, without the lines
+/// the merge found to be later copies, then discard the first. Both are staging:
+/// nothing is published before this is done. A compressed output is decoded and
+/// encoded again; the encoder's blocks depend on the content alone, so the bytes
+/// are those of an in-memory run.
+pub(super) async fn second_pass(
+    lake: &dyn Lake,
+    first: Staged,
+    drops: &FixedBitSet,
+    run_id: &str,
+    hooks: Hooks,
+    output: OutputCompression,
+) -> Result<Staged> {
+    let location = lake.location(&first.key);
+    let reader = lake.read(&first.key).await?;
+    let encoder =
+        Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
+    let out = lake.restage(&first, run_id).await?;
+    let mut rewrite = Rewrite {
+        filter: Filter::default(),
+        drops,
+        encoder,
+        out,
+        location: &location,
+        hooks,
+        wrote: false,
+    };
+    let codec = match output {
+        OutputCompression::None => None,
+        OutputCompression::Gzip => Some(Codec::Gzip),
+        OutputCompression::Zstd => Some(Codec::Zstd),
+    };
+    let mut stored = compression::ObjectChunks {
+        reader,
+        location: &location,
+        first: None,
+    };
+    let decoded =
+        compression::decode_with(codec, u64::MAX, &location, &mut stored, &mut rewrite).await;
+    let done = match decoded {
+        Ok(None) => rewrite.finish().await,
+        Ok(Some(b)) => Err(Error::store(
+            "decode staged output",
+            &location,
+            format!("{b:?}"),
+        )),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = done {
+        let _ = rewrite.out.abort().await;
+        return Err(e);
+    }
+    let staged = rewrite.out.complete().await?;
+    lake.discard(&first).await?;
+    Ok(staged)
+}
+
+/// The second pass's writer: the content without the dropped lines, encoded again
+/// when the output is compressed, into the second staging.
+struct Rewrite<'a> {
+    filter: Filter,
+    drops: &'a FixedBitSet,
+    encoder: Option<Encoder>,
+    out: Box<dyn Upload>,
+    location: &'a str,
+    hooks: Hooks,
+    wrote: bool,
+}
+
+impl compression::Content for Rewrite<'_> {
+    async fn take(&mut self, piece: Bytes) -> Result<()> {
+        let mut stored = self.filter.push(&piece, self.drops);
+        if let Some(e) = self.encoder.as_mut() {
+            let coded = e.write(&stored);
+            stored =
+                Bytes::from(coded.map_err(|e| Error::store("compress output", self.location, e))?);
+        }
+        if !stored.is_empty() {
+            self.out.write(stored).await?;
+            if !self.wrote {
+                self.wrote = true;
+                self.hooks.crash(CrashPoint::SecondPass);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Rewrite<'_> {
+    /// The last, unterminated line and the encoder's end.
+    async fn finish(&mut self) -> Result<()> {
+        let tail = self.filter.finish(self.drops);
+        let tail = match self.encoder.take() {
+            None => tail,
+            Some(mut e) => {
+                let end = e.write(&tail).and_then(|mut v| {
+                    v.extend(e.finish()?);
+                    Ok(v)
+                });
+                Bytes::from(end.map_err(|e| Error::store("compress output", self.location, e))?)
+            }
+        };
+        if !tail.is_empty() {
+            self.out.write(tail).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Drops output lines by ordinal, across chunk boundaries.
+#[derive(Default)]
+pub(super) struct Filter {
+    ordinal: usize,
+    partial: Vec<u8>,
+}
+
+impl Filter {
+    pub(super) fn push(&mut self, chunk: &[u8], drops: &FixedBitSet) -> Bytes {
+        let mut kept = Vec::with_capacity(chunk.len() + self.partial.len());
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            let line = &chunk[start..=end];
+            if !drops.contains(self.ordinal) {
+                kept.extend_from_slice(&self.partial);
+                kept.extend_from_slice(line);
+            }
+            self.partial.clear();
+            self.ordinal += 1;
+            start = end + 1;
+        }
+        self.partial.extend_from_slice(&chunk[start..]);
+        Bytes::from(kept)
+    }
+
+    /// Every staged line ends in a newline; a tail without one is kept as it is.
+    pub(super) fn finish(&mut self, drops: &FixedBitSet) -> Bytes {
+        if self.partial.is_empty() || drops.contains(self.ordinal) {
+            return Bytes::new();
+        }
+        Bytes::from(std::mem::take(&mut self.partial))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_drops_lines_by_ordinal_across_chunks() {
+        let mut drops = FixedBitSet::with_capacity(8);
+        drops.insert(1);
+        drops.insert(3);
+        let text = b"a0\nb1\nc2\nd3\ne4";
+        let mut f = Filter::default();
+        let mut out = Vec::new();
+        for chunk in text.chunks(2) {
+            out.extend_from_slice(&f.push(chunk, &drops));
+        }
+        out.extend_from_slice(&f.finish(&drops));
+        assert_eq!(out, b"a0\nc2\ne4");
+    }
+}

@@ -4,10 +4,11 @@
 use std::collections::HashSet;
 
 use tokio::io::AsyncReadExt;
+use xxhash_rust::xxh3::xxh3_128;
 
 use super::Finding;
 use crate::checkpoint::Current;
-use crate::contract::{Contract, Line, LineFramer, Verdict};
+use crate::contract::{canonicalize_with, validate, Carry, Contract, Line, LineFramer, Verdict};
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::store::Store;
@@ -32,25 +33,25 @@ pub(super) async fn deep_findings(
     let mut bad: (u64, Option<u64>) = (0, None);
     let mut dup: (u64, Option<u64>) = (0, None);
     let mut canonical = Vec::with_capacity(512);
+    let mut carry = Carry::default();
     let mut last_byte = b'\n';
     let mut content_bytes = 0u64;
     let mut check = |line: Line<'_>| -> std::result::Result<(), ()> {
         lines += 1;
         let n = line.number();
         let ok = match line {
-            Line::Content { bytes, .. } => match crate::contract::validate(contract, bytes) {
-                Verdict::Accept(ev) => {
-                    canonical.clear();
-                    ev.write_canonical(&mut canonical);
-                    let id = xxhash_rust::xxh3::xxh3_128(ev.id().as_bytes());
-                    if !ids.insert(id) {
-                        dup.0 += 1;
-                        dup.1.get_or_insert(n);
+            Line::Content { bytes, .. } => {
+                match canonical_id(contract, &mut carry, bytes, &mut canonical) {
+                    Some(id) => {
+                        if !ids.insert(id) {
+                            dup.0 += 1;
+                            dup.1.get_or_insert(n);
+                        }
+                        canonical == bytes
                     }
-                    canonical == bytes
+                    None => false,
                 }
-                _ => false,
-            },
+            }
             Line::TooLong { .. } => false,
         };
         if !ok {
@@ -90,6 +91,28 @@ pub(super) async fn deep_findings(
     findings.extend(tally.findings(name, &raw_location, rec.accepted_rows, contract));
     findings.extend(quarantine_findings(lake, layout, cur).await?);
     Ok(findings)
+}
+
+/// The canonical form of `line` (into `canonical`) and its identity's digest, if
+/// `line` is a valid event: by the landing's single pass when it can vouch for the
+/// line (most lines), else by the full rules.
+fn canonical_id(
+    contract: &Contract,
+    carry: &mut Carry,
+    line: &[u8],
+    canonical: &mut Vec<u8>,
+) -> Option<u128> {
+    canonical.clear();
+    if let Some(c) = canonicalize_with(contract, carry, line, canonical) {
+        return Some(xxh3_128(&canonical[c.id]));
+    }
+    match validate(contract, line) {
+        Verdict::Accept(ev) => {
+            ev.write_canonical(canonical);
+            Some(xxh3_128(ev.id().as_bytes()))
+        }
+        _ => None,
+    }
 }
 
 /// What the one read of a published object counted.

@@ -44,6 +44,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .await
         .at(Step::Stream, input)?;
     ctx.trace.bytes_in(reader.size);
+    let size = reader.size;
     let (out_tx, out_rx) = mpsc::channel::<Out>(4);
     let (out_tx, encoding) = encode_output(ctx, out_tx)?;
     let l = &ctx.layout;
@@ -83,7 +84,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .await?;
         let (sha256, v) = scanned;
         let v = v.ok_or_else(|| Error::store("stream", input, "validator missing"))?;
-        let (v, drops, spill) = settle(ctx, v, digester, out_tx).await?;
+        let (v, drops, spill) = settle(ctx, v, digester, out_tx, size).await?;
         Ok::<_, Error>((sha256, v, drops, spill))
     };
     let (body, written, encoded) = tokio::join!(body, writer, encoder);
@@ -119,6 +120,7 @@ async fn settle(
     mut v: Sequencer,
     digester: Digester,
     out_tx: mpsc::Sender<Out>,
+    first_size: u64,
 ) -> Result<(Sequencer, Option<FixedBitSet>, Option<SpillReport>)> {
     let input = &ctx.input_location;
     info!(distinct_events = v.distinct_events(), "stream complete");
@@ -143,6 +145,14 @@ async fn settle(
     if let Some(r) = resolution.replay {
         let reader = ctx.input.read(&ctx.input_key).await?;
         let (c, hooks) = (contract.clone(), ctx.hooks);
+        if reader.size != first_size {
+            // Not the bytes the pass hashed: an input must not change under a run.
+            let why = format!(
+                "the input changed during the run: {first_size} bytes at the first read, {} at the second",
+                reader.size
+            );
+            return Err(Error::store("replay", input, why));
+        }
         replay(reader, input, max_line, c, digester, r, out_tx, hooks).await?;
         ctx.trace.lap("replay");
     }

@@ -217,11 +217,35 @@ fn sequence(
     r.finish()
 }
 
+/// The replay on one thread over `input` held in memory, in chunks of `chunk`
+/// bytes, framed as the pass did (`max_line`), appending the kept lines to `out`
+/// (unit tests).
+#[cfg(test)]
+pub(super) fn replay_in_memory(
+    input: &[u8],
+    (chunk, max_line): (usize, usize),
+    contract: &Contract,
+    digester: Digester,
+    replay: &Replay,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    use super::batch::check_batch;
+    let mut framer = LineFramer::new(max_line);
+    let mut replayer = Replayer::new(replay);
+    for piece in input.chunks(chunk) {
+        let piece = Bytes::copy_from_slice(piece);
+        let batch = Batch::frame_from(&mut framer, piece, replay.from.0);
+        replayer.apply(&check_batch(&batch, contract, digester), out)?;
+    }
+    let last = Batch::finish_from(&mut framer, replay.from.0);
+    replayer.apply(&check_batch(&last, contract, digester), out)?;
+    replayer.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::contract;
-    use crate::pipeline::batch::check_batch;
 
     fn ev(id: u32) -> String {
         format!(
@@ -231,22 +255,17 @@ mod tests {
 
     /// Replay `input` from line `from` (output ordinal `ordinal`), in chunks of 50.
     fn run(input: &str, r: &Replay) -> (Vec<u8>, Result<(), String>) {
-        let c = contract::progress();
-        let d = Digester::new(7);
-        let mut framer = LineFramer::new(1000);
-        let mut replayer = Replayer::new(r);
         let mut out = Vec::new();
-        for chunk in input.as_bytes().chunks(50) {
-            let batch = Batch::frame_from(&mut framer, Bytes::copy_from_slice(chunk), r.from.0);
-            replayer
-                .apply(&check_batch(&batch, &c, d), &mut out)
-                .unwrap();
-        }
-        let last = Batch::finish_from(&mut framer, r.from.0);
-        replayer
-            .apply(&check_batch(&last, &c, d), &mut out)
-            .unwrap();
-        (out, replayer.finish())
+        let c = contract::progress();
+        let done = replay_in_memory(
+            input.as_bytes(),
+            (50, 1000),
+            &c,
+            Digester::new(7),
+            r,
+            &mut out,
+        );
+        (out, done)
     }
 
     fn replay(from: (u64, u64), outputs: u64, lines: u64, drops: &[usize]) -> Replay {

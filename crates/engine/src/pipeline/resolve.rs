@@ -360,7 +360,7 @@ impl<'a> IdCheck<'a> {
 mod tests {
     use super::*;
     use crate::pipeline::batch::{check_batch, Batch};
-    use crate::pipeline::replay::Replayer;
+    use crate::pipeline::replay::replay_in_memory;
     use crate::pipeline::second_pass::Filter;
     use crate::summary::Rejected;
     use bytes::Bytes;
@@ -438,20 +438,7 @@ mod tests {
         }
         if let Some(replay) = &r.replay {
             // The replay: the lines from the first held-back one on, checked again.
-            let mut framer = LineFramer::new(200);
-            let mut replayer = Replayer::new(replay);
-            for chunk in input.chunks(64) {
-                let chunk = Bytes::copy_from_slice(chunk);
-                let batch = Batch::frame_from(&mut framer, chunk, replay.from.0);
-                replayer
-                    .apply(&check_batch(&batch, &progress, d), &mut output)
-                    .unwrap();
-            }
-            let last = Batch::finish_from(&mut framer, replay.from.0);
-            replayer
-                .apply(&check_batch(&last, &progress, d), &mut output)
-                .unwrap();
-            replayer.finish().unwrap();
+            replay_in_memory(input, (64, 200), &progress, d, replay, &mut output).unwrap();
         }
         // Nothing of a spill is left once it is resolved.
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);

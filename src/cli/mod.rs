@@ -176,6 +176,20 @@ pub struct VerifyArgs {
     /// event ids, quarantine record count.
     #[arg(long)]
     pub deep: bool,
+
+    /// Memory budget of --deep's reads (`512MiB`, `3GiB`, bytes, or `unlimited`),
+    /// as `run`'s: by default the cgroup memory limit less headroom. Past its share
+    /// an object's id index spills to --scratch-dir.
+    #[arg(long, env = "LANDING_MAX_MEMORY", help_heading = "Limits")]
+    pub max_memory: Option<String>,
+
+    /// Folder for --deep's index spill runs (default: the system temp folder).
+    #[arg(long, env = "LANDING_SCRATCH_DIR", help_heading = "Limits")]
+    pub scratch_dir: Option<std::path::PathBuf>,
+
+    /// Test hook: spill --deep's index every N distinct events.
+    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
+    pub spill_every: Option<usize>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -331,8 +345,9 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Res
         }
         Command::Verify(v) => {
             let cfg = v.audit.config()?;
+            let deep = v.deep_config()?;
             Ok(Outcome::Exit(
-                landing_engine::audit::verify(&cfg, v.deep).await?,
+                landing_engine::audit::verify(&cfg, deep.as_ref()).await?,
             ))
         }
         Command::Contract(c) => contract(c).map(|()| Outcome::Exit(landing_error::EXIT_OK)),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use landing_engine::budget::{parse_cgroup_limit, parse_size, Memory};
 use landing_engine::compression::OutputCompression;
 use landing_engine::config::{
-    input_name, resolve_contract, AuditConfig, Config, DrillConfig, InboxConfig, Progress, RunPlan,
-    DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
+    input_name, resolve_contract, AuditConfig, Config, DeepConfig, DrillConfig, InboxConfig,
+    Progress, RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
 };
 use landing_engine::hook::Hooks;
 use landing_error::{Error, Result};
@@ -246,15 +246,7 @@ impl CommonArgs {
 
     /// The budget from --max-memory, else from the cgroup limit, for `jobs` runs.
     fn memory(&self, jobs: usize) -> Result<Memory> {
-        match self.max_memory.as_deref().map(str::trim) {
-            Some("unlimited") => Ok(Memory::from_cgroup(None, jobs)),
-            Some(s) => {
-                let bytes =
-                    parse_size(s).map_err(|e| Error::Config(format!("--max-memory: {e}")))?;
-                Ok(Memory::from_flag(bytes, jobs))
-            }
-            None => Ok(Memory::from_cgroup(cgroup_memory_limit(), jobs)),
-        }
+        memory(self.max_memory.as_deref(), jobs)
     }
 
     /// Configuration of `landing check`: no lake, nothing written.
@@ -305,6 +297,45 @@ impl RunArgs {
             .map(|url| landing_engine::metrics::Pushgateway::new(url, self.pushgateway_timeout))
             .transpose()?;
         Ok(cfg)
+    }
+}
+
+/// The budget from --max-memory, else from the cgroup limit, for `jobs` runs.
+fn memory(max_memory: Option<&str>, jobs: usize) -> Result<Memory> {
+    match max_memory.map(str::trim) {
+        Some("unlimited") => Ok(Memory::from_cgroup(None, jobs)),
+        Some(s) => {
+            let bytes = parse_size(s).map_err(|e| Error::Config(format!("--max-memory: {e}")))?;
+            Ok(Memory::from_flag(bytes, jobs))
+        }
+        None => Ok(Memory::from_cgroup(cgroup_memory_limit(), jobs)),
+    }
+}
+
+impl crate::cli::VerifyArgs {
+    /// `--deep`'s budget and scratch folder (`None` without --deep).
+    pub fn deep_config(&self) -> Result<Option<DeepConfig>> {
+        if !self.deep {
+            return Ok(None);
+        }
+        let memory = memory(
+            self.max_memory.as_deref(),
+            landing_engine::audit::DEEP_READS,
+        )?;
+        // `check`'s message names --jobs, which verify does not have.
+        if memory.check(0).is_err() {
+            return Err(Error::Config(format!(
+                "--max-memory: {} is too little for verify --deep, which reads {} objects at once, each with a run's buffers; give at least {}",
+                landing_engine::budget::Bytes(memory.total.unwrap_or(0)),
+                landing_engine::audit::DEEP_READS,
+                landing_engine::budget::Bytes(memory.need(0)),
+            )));
+        }
+        Ok(Some(DeepConfig {
+            memory,
+            scratch_dir: self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+            spill_every: self.spill_every.filter(|&n| n > 0),
+        }))
     }
 }
 

@@ -775,32 +775,190 @@ fn verify_finds_each_drift_kind(kind: Kind) {
     assert!(!v.stdout.contains(&day(5)), "{}", v.stdout);
     assert!(!v.stdout.contains("quarantine"), "{}", v.stdout);
 
+    // Day 5's good lines, then the copy of its first line, then the bad line.
+    let good_lines = good.iter().filter(|&&b| b == b'\n').count();
+    deep_finds_each_drift_kind(&w, &expect_shallow, good_lines);
+}
+
+/// `verify --deep` names the drifts `verify` does, and day 5's and the sample's:
+/// the same findings with the same first lines whether the id index stays in
+/// memory or spills.
+fn deep_finds_each_drift_kind(w: &World, expect_shallow: &[(String, &str)], good_lines: usize) {
+    let lake = w.lake_arg();
+    let day5 = [
+        (
+            "line_count",
+            format!(
+                "has {} lines, the checkpoint recorded {good_lines} accepted rows",
+                good_lines + 2
+            ),
+        ),
+        (
+            "not_canonical",
+            format!(
+                "1 lines are not the canonical form of a valid event (first at line {})",
+                good_lines + 2
+            ),
+        ),
+        (
+            "duplicate_event_id",
+            format!(
+                "1 lines repeat an earlier event_id (first at line {})",
+                good_lines + 1
+            ),
+        ),
+    ];
+    // The same findings whether the id index stays in memory or spills every two
+    // events (the copy then found by the merge, not the index).
+    for spill in [None, Some("2")] {
+        let env: Vec<(&str, &str)> = spill
+            .map(|n| ("LANDING_TEST_SPILL_EVERY", n))
+            .into_iter()
+            .collect();
+        let v = w.landing(&["verify", "--lake", &lake, "--deep", "--json"], &env);
+        assert_eq!(v.code, Some(1), "{spill:?}: {}\n{}", v.stdout, v.stderr);
+        let all: Vec<Value> = v
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|f| f.get("finding").is_some())
+            .collect();
+        let findings: BTreeSet<(String, String)> = all
+            .iter()
+            .map(|f| {
+                (
+                    f["input_name"].as_str().unwrap().to_owned(),
+                    f["finding"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        for (name, finding) in expect_shallow.iter().cloned().chain([
+            (day(5), "line_count"),
+            (day(5), "not_canonical"),
+            (day(5), "duplicate_event_id"),
+            ("progress-2026-03-02.jsonl".to_owned(), "quarantine_missing"),
+        ]) {
+            assert!(
+                findings.contains(&(name.clone(), finding.to_owned())),
+                "{spill:?}: {name} {finding} in {findings:?}"
+            );
+        }
+        assert_eq!(findings.len(), 9, "{spill:?}: {findings:?}");
+        for (finding, says) in &day5 {
+            let f = all
+                .iter()
+                .find(|f| f["input_name"] == day(5).as_str() && f["finding"] == *finding)
+                .unwrap();
+            let detail = f["detail"].as_str().unwrap();
+            assert!(detail.contains(says.as_str()), "{spill:?}: {detail}");
+        }
+    }
+}
+
+/// `verify --deep` takes `run`'s memory budget: one too small for two objects read
+/// at once (each with a run's 64 MiB of buffers and an 8 MiB index, on a 48 MiB
+/// process base: 192 MiB) is a usage error; one that makes the index spill still
+/// finds a clean lake clean, and leaves no scratch behind.
+#[test]
+fn verify_deep_reads_within_the_memory_budget() {
+    let w = World::new(Kind::Local, "deep-budget");
+    let input = w.put_input(&day(1), &generated(5_000, 41));
+    assert_eq!(w.run(&input, &[]).code, Some(0));
+    let lake = w.lake_arg();
+    let scratch = w.tmp.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let scratch = scratch.to_str().unwrap();
+    let v = w.landing(
+        &[
+            "verify",
+            "--lake",
+            &lake,
+            "--deep",
+            "--max-memory",
+            "150MiB",
+        ],
+        &[],
+    );
+    assert_eq!(v.code, Some(2), "{}\n{}", v.stdout, v.stderr);
+    assert!(
+        v.stderr
+            .contains("--max-memory: 150.0 MiB is too little for verify --deep")
+            && v.stderr.contains("give at least 192.0 MiB"),
+        "{}",
+        v.stderr
+    );
+    let v = w.landing(
+        &[
+            "verify",
+            "--lake",
+            &lake,
+            "--deep",
+            "--max-memory",
+            "256MiB",
+            "--scratch-dir",
+            scratch,
+        ],
+        &[
+            ("LANDING_TEST_SPILL_EVERY", "500"),
+            ("LANDING_LOG_LEVEL", "info"),
+        ],
+    );
+    assert_eq!(v.code, Some(0), "{}\n{}", v.stdout, v.stderr);
+    assert!(v.stdout.contains("(deep): clean"), "{}", v.stdout);
+    // About 4,950 distinct events, the index spilled every 500 events and records:
+    // about ten runs (five is proof enough that it spilled, and spilled again).
+    let runs: u64 = v
+        .stderr
+        .split("spill_runs=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no spill_runs in:\n{}", v.stderr));
+    assert!(runs >= 5, "{runs} runs:\n{}", v.stderr);
+    let left: Vec<_> = std::fs::read_dir(scratch).unwrap().collect();
+    assert!(left.is_empty(), "scratch left: {left:?}");
+}
+
+/// `verify --deep` tells a valid line that is not in its canonical form, and a
+/// last line without its newline, from the canonical lines around them.
+#[test]
+fn verify_deep_finds_lines_not_in_canonical_form() {
+    let w = World::new(Kind::Local, "deep-canonical");
+    // Events in canonical form (keys sorted, `checkpoint` written as null).
+    let canonical = |id: &str| {
+        format!(
+            r#"{{"attempt_number":1,"checkpoint":null,"event_id":"{id}","event_time":"2026-03-02T10:00:00Z","event_type":"completed","learner_id":"l-1","lesson_id":"s-1"}}"#
+        )
+    };
+    let (a, b, c) = (canonical("a"), canonical("b"), canonical("c"));
+    let body = format!("{a}\n{b}\n{c}\n");
+    let input = w.put_input(&day(1), body.as_bytes());
+    assert_eq!(w.run(&input, &[]).code, Some(0));
+    let raw = format!("raw/progress/{}", day(1));
+    // The literal lines are canonical: published as they came.
+    assert_eq!(w.get(&raw).unwrap(), body.as_bytes());
+    let lake = w.lake_arg();
+    let v = w.landing(&["verify", "--lake", &lake, "--deep"], &[]);
+    assert_eq!(v.code, Some(0), "{}\n{}", v.stdout, v.stderr);
+    // Line 2: the same event, valid, spaced after its commas. Line 3: no newline.
+    let edited = format!("{a}\n{}\n{c}", b.replace(',', ", "));
+    w.put(&raw, edited.as_bytes());
+    patch_checkpoint(&w, &day(1), current_identity(&w, &raw));
     let v = w.landing(&["verify", "--lake", &lake, "--deep", "--json"], &[]);
     assert_eq!(v.code, Some(1), "{}\n{}", v.stdout, v.stderr);
-    let findings: BTreeSet<(String, String)> = v
+    let findings: Vec<Value> = v
         .stdout
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|f| f.get("finding").is_some())
-        .map(|f| {
-            (
-                f["input_name"].as_str().unwrap().to_owned(),
-                f["finding"].as_str().unwrap().to_owned(),
-            )
-        })
         .collect();
-    for (name, finding) in expect_shallow.iter().cloned().chain([
-        (day(5), "line_count"),
-        (day(5), "not_canonical"),
-        (day(5), "duplicate_event_id"),
-        ("progress-2026-03-02.jsonl".to_owned(), "quarantine_missing"),
-    ]) {
-        assert!(
-            findings.contains(&(name.clone(), finding.to_owned())),
-            "{name} {finding} in {findings:?}"
-        );
-    }
-    assert_eq!(findings.len(), 9, "{findings:?}");
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["finding"], "not_canonical", "{findings:?}");
+    let detail = findings[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("2 lines are not the canonical form of a valid event (first at line 2)"),
+        "{detail}"
+    );
 }
 
 /// `status` lists every checkpointed input with its last outcome (from the run

@@ -133,7 +133,7 @@ impl Memory {
     }
 
     /// The least total budget that runs.
-    fn need(&self, parts_in_flight: u64) -> u64 {
+    pub fn need(&self, parts_in_flight: u64) -> u64 {
         PROCESS_BASE + (RUN_BASE + parts_in_flight + MIN_SHARE) * self.jobs.max(1) as u64
     }
 

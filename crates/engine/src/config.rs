@@ -163,6 +163,16 @@ impl RunPlan {
     }
 }
 
+/// Validated settings of `verify --deep`'s reads: the process's memory budget
+/// (divided among the objects read at once) and where their indexes spill.
+#[derive(Debug, Clone)]
+pub struct DeepConfig {
+    pub memory: crate::budget::Memory,
+    pub scratch_dir: std::path::PathBuf,
+    /// Test hook: spill every this many distinct events (as `run`'s hidden flag).
+    pub spill_every: Option<usize>,
+}
+
 /// Validated settings of `status` and `verify`.
 #[derive(Debug, Clone)]
 pub struct AuditConfig {

@@ -57,7 +57,8 @@
 //!   input's run is handed and fills.
 //! - [`metrics`]: the run's measurements pushed to a Prometheus Pushgateway when it
 //!   ends (`--pushgateway`): the groups, the metric names, the push and its timeout.
-//! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake.
+//! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake;
+//!   `verify --deep` reads each published object through the landing's own pass.
 //! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.
 //! - [`compression`]: gzip and zstd inputs told by their magic bytes, the
 //!   published name of a compressed input, the decoder thread the one pass feeds,

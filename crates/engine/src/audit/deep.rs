@@ -1,123 +1,80 @@
 //! `verify --deep`: every line of a published object read and checked against the
 //! contract, and its quarantine's record count.
+//!
+//! The read is the landing's own pass (`pipeline::check_published`): both cores,
+//! the dedup index within the memory budget, spilling past its share as a run
+//! does. A published object must come out of it unchanged: every line accepted
+//! and already canonical, no copy of an earlier event, newline-terminated.
 
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use tokio::io::AsyncReadExt;
-use xxhash_rust::xxh3::xxh3_128;
 
 use super::Finding;
 use crate::checkpoint::Current;
-use crate::contract::{canonicalize_with, validate, Carry, Contract, Line, LineFramer, Verdict};
+use crate::contract::Contract;
 use crate::error::Result;
 use crate::layout::Layout;
+use crate::pipeline::{check_published, Budget, Published};
+use crate::progress::Progress;
 use crate::store::Store;
+use crate::summary::RefusalKind;
 
 /// Count the lines of an object and check each is the canonical form of a valid
 /// event whose identity (the contract's `identity` field) was not seen before.
-/// Reads the object once, as a stream; keeps a 128-bit digest per identity.
 pub(super) async fn deep_findings(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,
-    contract: &Contract,
+    contract: &Arc<Contract>,
+    budget: &Budget,
 ) -> Result<Vec<Finding>> {
-    let rec = &cur.record;
     let name = &layout.input_name;
-    let mut findings = Vec::new();
     let reader = lake.read(&layout.raw).await?;
     let raw_location = lake.location(&layout.raw);
-    let mut framer = LineFramer::new(64 << 20);
-    let mut ids: HashSet<u128> = HashSet::new();
-    let mut lines = 0u64;
-    let mut bad: (u64, Option<u64>) = (0, None);
-    let mut dup: (u64, Option<u64>) = (0, None);
-    let mut canonical = Vec::with_capacity(512);
-    let mut carry = Carry::default();
-    let mut last_byte = b'\n';
-    let mut content_bytes = 0u64;
-    let mut check = |line: Line<'_>| -> std::result::Result<(), ()> {
-        lines += 1;
-        let n = line.number();
-        let ok = match line {
-            Line::Content { bytes, .. } => {
-                match canonical_id(contract, &mut carry, bytes, &mut canonical) {
-                    Some(id) => {
-                        if !ids.insert(id) {
-                            dup.0 += 1;
-                            dup.1.get_or_insert(n);
-                        }
-                        canonical == bytes
-                    }
-                    None => false,
-                }
-            }
-            Line::TooLong { .. } => false,
-        };
-        if !ok {
-            bad.0 += 1;
-            bad.1.get_or_insert(n);
-        }
-        Ok(())
-    };
-    // A compressed object (--output-compression) is checked by its content.
-    let broken = crate::compression::read_content(reader, &raw_location, |piece| {
-        if let Some(&b) = piece.last() {
-            last_byte = b;
-        }
-        content_bytes += piece.len() as u64;
-        let _ = framer.push(piece, &mut check);
-    })
+    let progress = Progress::logged("verify", reader.size);
+    let reread = || lake.read(&layout.raw);
+    let p = check_published(
+        reader,
+        &raw_location,
+        contract.clone(),
+        budget,
+        progress,
+        reread,
+    )
     .await?;
-    if broken.is_some() {
+    let spill = p.spill.unwrap_or_default();
+    tracing::info!(
+        input = %name,
+        lines = p.lines,
+        spilled_bytes = spill.spilled_bytes,
+        spill_runs = spill.runs,
+        "verify --deep read"
+    );
+    let mut findings = Vec::new();
+    let broken = [
+        RefusalKind::CorruptCompression,
+        RefusalKind::DecompressedTooLarge,
+    ];
+    if p.refusal.as_ref().is_some_and(|r| broken.contains(&r.kind)) {
         findings.push(Finding::new(
             name,
             "corrupt_compression",
             format!("{raw_location} does not decode to its end (truncated or corrupt)"),
         ));
-        findings.extend(quarantine_findings(lake, layout, cur).await?);
-        return Ok(findings);
+    } else {
+        let tally = Tally::of(&p);
+        findings.extend(tally.findings(name, &raw_location, cur.record.accepted_rows, contract));
     }
-    let _ = framer.finish(&mut check);
-    if framer.lines_seen() != lines {
-        // Blank lines are never published.
-        bad.0 += framer.lines_seen() - lines;
-    }
-    if last_byte != b'\n' && (lines > 0 || content_bytes > 0) {
-        bad.0 += 1;
-        bad.1.get_or_insert(framer.lines_seen());
-    }
-    let tally = Tally { lines, bad, dup };
-    findings.extend(tally.findings(name, &raw_location, rec.accepted_rows, contract));
     findings.extend(quarantine_findings(lake, layout, cur).await?);
     Ok(findings)
 }
 
-/// The canonical form of `line` (into `canonical`) and its identity's digest, if
-/// `line` is a valid event: by the landing's single pass when it can vouch for the
-/// line (most lines), else by the full rules.
-fn canonical_id(
-    contract: &Contract,
-    carry: &mut Carry,
-    line: &[u8],
-    canonical: &mut Vec<u8>,
-) -> Option<u128> {
-    canonical.clear();
-    if let Some(c) = canonicalize_with(contract, carry, line, canonical) {
-        return Some(xxh3_128(&canonical[c.id]));
-    }
-    match validate(contract, line) {
-        Verdict::Accept(ev) => {
-            ev.write_canonical(canonical);
-            Some(xxh3_128(ev.id().as_bytes()))
-        }
-        _ => None,
-    }
-}
-
 /// What the one read of a published object counted.
 struct Tally {
-    lines: u64,
+    /// Lines with content (`None`: the read stopped at a line, so not all were
+    /// counted).
+    lines: Option<u64>,
     /// Lines that are not the canonical form of a valid event, and the first.
     bad: (u64, Option<u64>),
     /// Lines whose identity an earlier line had, and the first.
@@ -125,6 +82,36 @@ struct Tally {
 }
 
 impl Tally {
+    fn of(p: &Published) -> Tally {
+        let c = p.counts;
+        let content = c.accepted + c.rejected + c.duplicates;
+        let mut bad = (
+            c.rejected + p.raw.differs,
+            first(p.first_reject, p.raw.first),
+        );
+        let mut dup = (c.duplicates, p.first_duplicate);
+        let lines = match &p.refusal {
+            None => {
+                // Blank lines are never published.
+                bad.0 += p.lines.saturating_sub(content);
+                Some(content)
+            }
+            // Two lines of one identity with other content.
+            Some(r) if r.kind == RefusalKind::IdCollision => {
+                dup = (dup.0 + 1, first(dup.1, Some(r.line)));
+                None
+            }
+            Some(r) => {
+                bad = (bad.0 + 1, first(bad.1, Some(r.line)));
+                None
+            }
+        };
+        if p.raw.unterminated {
+            bad = (bad.0 + 1, first(bad.1, Some(p.lines)));
+        }
+        Tally { lines, bad, dup }
+    }
+
     /// The findings of the count: `line_count`, `not_canonical`, `duplicate_event_id`.
     fn findings(
         &self,
@@ -134,13 +121,12 @@ impl Tally {
         contract: &Contract,
     ) -> Vec<Finding> {
         let mut findings = Vec::new();
-        if self.lines != accepted_rows {
+        if let Some(lines) = self.lines.filter(|&n| n != accepted_rows) {
             findings.push(Finding::new(
                 name,
                 "line_count",
                 format!(
-                    "{} has {} lines, the checkpoint recorded {} accepted rows",
-                    raw_location, self.lines, accepted_rows
+                    "{raw_location} has {lines} lines, the checkpoint recorded {accepted_rows} accepted rows"
                 ),
             ));
         }
@@ -168,6 +154,14 @@ impl Tally {
             ));
         }
         findings
+    }
+}
+
+/// The earlier of two first lines.
+fn first(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        _ => a.or(b),
     }
 }
 

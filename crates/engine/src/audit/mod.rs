@@ -20,6 +20,9 @@
 //! | `unnamed` | a file under `raw/` or `quarantine/` that no checkpoint names (the readers' zones hold only published data) |
 //! | `leftover` | a run's temp file, or a guard file of an earlier version, under `raw/` or `quarantine/` |
 //!
+//! `--deep` reads each object through the landing's own pass
+//! (`pipeline::check_published`, see `deep.rs`), within the memory budget.
+//!
 //! Beside the findings, `verify` lists each input landed under another contract
 //! than the one in force (`other_contract`): a notice, not a drift (exit code
 //! unchanged); `run --inbox --rehash` re-lands them.
@@ -93,4 +96,4 @@ mod status;
 mod verify;
 
 pub use status::{status, LeaseRow, StatusRow};
-pub use verify::{verify, Finding};
+pub use verify::{verify, Finding, DEEP_READS};

@@ -10,10 +10,12 @@ use serde_json::{json, Value};
 use super::deep::deep_findings;
 use super::{checkpointed, in_order, open_lake, AUDIT_CONCURRENCY};
 use crate::checkpoint::{self, Current, Drift};
-use crate::config::AuditConfig;
+use crate::config::{AuditConfig, DeepConfig};
 use crate::contract::Contract;
 use crate::error::Result;
+use crate::hook::Hooks;
 use crate::layout::{Folders, Layout};
+use crate::pipeline::Budget;
 use crate::store::{Lake, Store};
 
 /// One drift of `verify`.
@@ -111,7 +113,7 @@ async fn verify_one(
     lake: &dyn Store,
     product: &str,
     name: &str,
-    deep: bool,
+    deep: Option<Budget>,
     contract: Option<Arc<Contract>>,
 ) -> Result<Verified> {
     let layout = Layout::new(product, name);
@@ -128,7 +130,7 @@ async fn verify_one(
                 .and_then(|c| other_contract(name, &cur.record, c));
             // Lines landed under another contract are checked against their own
             // rules by no one: --deep reads only those landed under this one.
-            let deep_with = contract.filter(|_| deep && other.is_none());
+            let deep_with = contract.zip(deep).filter(|_| other.is_none());
             (
                 check_published(lake, &layout, &cur, deep_with).await?,
                 names,
@@ -159,15 +161,15 @@ async fn check_published(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,
-    deep: Option<Arc<Contract>>,
+    deep: Option<(Arc<Contract>, Budget)>,
 ) -> Result<Vec<Finding>> {
     let shallow = published_findings(lake, layout, cur).await?;
     // An object that is not the one the checkpoint describes: its lines say nothing more.
-    let Some(contract) = deep.filter(|_| shallow.is_empty()) else {
+    let Some((contract, budget)) = deep.filter(|_| shallow.is_empty()) else {
         return Ok(shallow);
     };
     let mut all = shallow;
-    all.extend(deep_findings(lake, layout, cur, &contract).await?);
+    all.extend(deep_findings(lake, layout, cur, &contract, &budget).await?);
     Ok(all)
 }
 
@@ -209,9 +211,29 @@ async fn unnamed_findings(
     Ok(out)
 }
 
+/// Objects `verify --deep` reads at once: each takes both cores already; two keep
+/// the store's latency hidden between small objects.
+pub const DEEP_READS: usize = 2;
+
+/// One deep read's share of the budget: the process's, less its base, divided
+/// among [`DEEP_READS`] (`DeepConfig::memory` counts them as its jobs), less a run's
+/// buffers, as a landing's index share is.
+fn budget(d: &DeepConfig) -> Budget {
+    Budget {
+        share: d.memory.index_share(0),
+        scratch_dir: d.scratch_dir.clone(),
+        hooks: Hooks {
+            spill_every: d.spill_every,
+            ..Hooks::default()
+        },
+    }
+}
+
 /// `landing verify`: one line per finding, then a totals line; exit 0 clean, 1 drift.
-pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
-    if deep && cfg.contract.is_none() {
+/// `deep`: also read every published object ([`DEEP_READS`] at once, sharing its
+/// memory budget).
+pub async fn verify(cfg: &AuditConfig, deep: Option<&DeepConfig>) -> Result<i32> {
+    if deep.is_some() && cfg.contract.is_none() {
         return Err(crate::Error::Config(format!(
             "verify --deep needs the contract of product {:?}: give --contract or --contracts-dir",
             cfg.product
@@ -221,11 +243,16 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
     let lake = open_lake(cfg).await?;
     let names = checkpointed(&*lake, &cfg.product).await?;
     let checked = names.len();
-    // --deep reads objects whole: fewer at once bounds memory (one id set each).
-    let n = if deep { 2 } else { AUDIT_CONCURRENCY };
+    // --deep reads objects whole, each on both cores with its own index.
+    let n = if deep.is_some() {
+        DEEP_READS
+    } else {
+        AUDIT_CONCURRENCY
+    };
+    let budget = deep.map(budget);
     let all = in_order(&lake, &cfg.product, names, n, move |lake, p, name| {
-        let contract = contract.clone();
-        async move { verify_one(&*lake, &p, &name, deep, contract).await }
+        let (contract, budget) = (contract.clone(), budget.clone());
+        async move { verify_one(&*lake, &p, &name, budget, contract).await }
     })
     .await?;
     let named: HashSet<String> = all.iter().flat_map(|v| v.names.iter().cloned()).collect();
@@ -262,7 +289,7 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
     let summary: Value = json!({
         "lake": cfg.lake.to_string(),
         "product": cfg.product,
-        "deep": deep,
+        "deep": deep.is_some(),
         "checked": checked,
         "findings": total,
         "other_contract": others.len(),
@@ -273,7 +300,7 @@ pub async fn verify(cfg: &AuditConfig, deep: bool) -> Result<i32> {
         println!(
             "verified {} checkpointed inputs{}: {}{}",
             checked,
-            if deep { " (deep)" } else { "" },
+            if deep.is_some() { " (deep)" } else { "" },
             if total == 0 {
                 "clean".to_owned()
             } else {

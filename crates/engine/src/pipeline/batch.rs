@@ -29,6 +29,8 @@ pub struct Batch {
     lines: Vec<(u64, Src)>,
     /// Physical lines of the input framed up to and including this batch.
     through_line: u64,
+    /// The input's last line, which has no newline, is in this batch.
+    unterminated: bool,
 }
 
 impl Batch {
@@ -44,6 +46,7 @@ impl Batch {
             side: Vec::new(),
             lines: Vec::with_capacity(chunk.len() / 128),
             through_line: 0,
+            unterminated: false,
         };
         let base = chunk.as_ptr() as usize;
         let end = base + chunk.len();
@@ -63,11 +66,13 @@ impl Batch {
     /// [`Batch::finish`], keeping the last line only if it is numbered `from` or later.
     pub fn finish_from(framer: &mut LineFramer, from: u64) -> Batch {
         let mut batch = Batch::default();
+        let before = framer.lines_seen();
         let _ = framer.finish(|line| {
             batch.add(line, 0, 0, from);
             Ok::<(), std::convert::Infallible>(())
         });
         batch.through_line = framer.lines_seen();
+        batch.unterminated = batch.through_line > before;
         batch
     }
 
@@ -118,6 +123,40 @@ pub struct Checked {
     pub(super) canonical: Vec<u8>,
     pub(super) items: Vec<(u64, Item)>,
     pub(super) through_line: u64,
+    /// Compared with their canonical form ([`Compare::Raw`]): how its lines stand.
+    pub(super) raw: RawForm,
+}
+
+/// Whether the checkers also compare each accepted line with its canonical form:
+/// `verify --deep` reads published lines, which must be canonical already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    No,
+    Raw,
+}
+
+/// How the lines read stand against their canonical forms ([`Compare::Raw`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RawForm {
+    /// Accepted lines whose bytes are not their canonical form, and the first.
+    pub differs: u64,
+    pub first: Option<u64>,
+    /// The input's last line has no newline.
+    pub unterminated: bool,
+}
+
+impl RawForm {
+    /// Add a later batch's.
+    pub fn add(&mut self, later: RawForm) {
+        self.differs += later.differs;
+        self.first = self.first.or(later.first);
+        self.unterminated |= later.unterminated;
+    }
+
+    fn differ(&mut self, number: u64) {
+        self.differs += 1;
+        self.first.get_or_insert(number);
+    }
 }
 
 /// A line's verdict as [`Checked::verdicts`] gives it.
@@ -153,21 +192,31 @@ impl Checked {
     }
 }
 
-/// Step 2: validate every line of a batch, canonicalise and digest the accepted.
-pub fn check_batch(batch: &Batch, contract: &Contract, digester: Digester) -> Checked {
+/// Step 2: validate every line of a batch, canonicalise and digest the accepted
+/// (and, with [`Compare::Raw`], compare each accepted line with its canonical form).
+pub fn check_batch(
+    batch: &Batch,
+    contract: &Contract,
+    digester: Digester,
+    compare: Compare,
+) -> Checked {
     let mut out = Checked {
         canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
         items: Vec::with_capacity(batch.lines.len()),
         through_line: batch.through_line,
+        raw: RawForm {
+            unterminated: batch.unterminated,
+            ..RawForm::default()
+        },
     };
     // The batch's lines mostly share one key order: each line's predicts the next.
     let mut carry = contract::Carry::default();
     for &(number, src) in &batch.lines {
+        let start = out.canonical.len();
         let item = match src {
             Src::TooLong => Item::Reject(Reason::LineTooLong),
             src => {
                 let line = batch.bytes(src);
-                let start = out.canonical.len();
                 // The single pass takes nearly every line; what it declines, the
                 // full rules decide.
                 match contract::canonicalize_with(contract, &mut carry, line, &mut out.canonical) {
@@ -181,6 +230,12 @@ pub fn check_batch(batch: &Batch, contract: &Contract, digester: Digester) -> Ch
                 }
             }
         };
+        if let (Compare::Raw, Item::Accept(_, end)) = (compare, item) {
+            // The canonical form ends with the newline the framer took off the line.
+            if out.canonical[start..end - 1] != *batch.bytes(src) {
+                out.raw.differ(number);
+            }
+        }
         out.items.push((number, item));
     }
     out
@@ -203,5 +258,54 @@ fn slow_item(
         }
         Verdict::Quarantine(reason) => Item::Reject(reason),
         Verdict::Prohibited(field) => Item::Prohibited(field),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A progress event in canonical form (keys sorted, the optional `checkpoint`
+    /// written as null, no spaces), as docs/design.md defines it.
+    fn ev(id: &str) -> String {
+        format!(
+            r#"{{"attempt_number":1,"checkpoint":null,"event_id":"{id}","event_time":"2026-03-02T10:00:00Z","event_type":"completed","learner_id":"l-1","lesson_id":"s-1"}}"#
+        )
+    }
+
+    #[test]
+    fn compare_counts_lines_not_in_canonical_form_and_an_unterminated_last() {
+        let contract = crate::contract::progress();
+        let d = Digester::new(7);
+        let spaced = ev("b").replace(',', ", ");
+        let input = format!("{}\n{spaced}\n{}\n\n{}", ev("a"), ev("c"), ev("d"));
+        let mut framer = LineFramer::new(1 << 16);
+        let batch = Batch::frame(&mut framer, Bytes::from(input));
+        let checked = check_batch(&batch, &contract, d, Compare::Raw);
+        assert_eq!(
+            checked.raw,
+            RawForm {
+                differs: 1,
+                first: Some(2),
+                unterminated: false
+            }
+        );
+        // Without the comparison nothing is counted.
+        let plain = check_batch(&batch, &contract, d, Compare::No);
+        assert_eq!(plain.raw, RawForm::default());
+        let last = Batch::finish(&mut framer);
+        let checked = check_batch(&last, &contract, d, Compare::Raw);
+        assert_eq!(
+            checked.raw,
+            RawForm {
+                differs: 0,
+                first: None,
+                unterminated: true
+            }
+        );
+        // A last line ended by its newline leaves nothing to finish.
+        let mut framer = LineFramer::new(1 << 16);
+        let _ = Batch::frame(&mut framer, Bytes::from(format!("{}\n", ev("a"))));
+        assert!(!Batch::finish(&mut framer).unterminated);
     }
 }

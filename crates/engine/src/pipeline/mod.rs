@@ -21,6 +21,7 @@ mod ctx;
 mod leasing;
 mod prepare;
 mod publish;
+mod published;
 mod replay;
 mod resolve;
 mod scan;
@@ -36,11 +37,13 @@ use std::sync::Arc;
 
 use tracing::warn;
 
+pub use batch::RawForm;
 pub use check::check;
 pub use ctx::new_run_id;
 use ctx::{log_outcome, open_input, Ctx, StagedRun};
 use leasing::{lock_wait, take_lease, Leasing};
 use prepare::Prepared;
+pub use published::{check_published, Budget, Published};
 pub use validator::Counts;
 pub use whole::Validator;
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
 
-use super::batch::{Batch, Checked, Decided};
+use super::batch::{Batch, Checked, Compare, Decided};
 use super::scan::{spawn_checker, Out, FLUSH_AT, WORKERS};
 use crate::compression;
 use crate::contract::{Contract, LineFramer};
@@ -108,7 +108,7 @@ pub(super) async fn replay(
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
     let (checked, workers): (Vec<_>, Vec<_>) = rxs
         .into_iter()
-        .map(|rx| spawn_checker(rx, contract.clone(), digester, false))
+        .map(|rx| spawn_checker(rx, contract.clone(), digester, Compare::No, false))
         .unzip();
     let mut dealer = Dealer {
         framer: LineFramer::new(max_line_bytes),
@@ -235,10 +235,10 @@ pub(super) fn replay_in_memory(
     for piece in input.chunks(chunk) {
         let piece = Bytes::copy_from_slice(piece);
         let batch = Batch::frame_from(&mut framer, piece, replay.from.0);
-        replayer.apply(&check_batch(&batch, contract, digester), out)?;
+        replayer.apply(&check_batch(&batch, contract, digester, Compare::No), out)?;
     }
     let last = Batch::finish_from(&mut framer, replay.from.0);
-    replayer.apply(&check_batch(&last, contract, digester), out)?;
+    replayer.apply(&check_batch(&last, contract, digester, Compare::No), out)?;
     replayer.finish()
 }
 

@@ -111,6 +111,12 @@ where
     let (dups_merged, dups_before) = merged
         .as_ref()
         .map_or((0, 0), |(m, _, before)| (m.duplicates, *before));
+    if let Some(first) = merged
+        .as_ref()
+        .and_then(|(m, _, _)| m.dup_lines.ones().next())
+    {
+        seq.merged_duplicate(first as u64);
+    }
     let mut counts = seq.counts();
     counts.accepted -= dups_merged;
     counts.duplicates += dups_merged;
@@ -359,7 +365,7 @@ impl<'a> IdCheck<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::batch::{check_batch, Batch};
+    use crate::pipeline::batch::{check_batch, Batch, Compare};
     use crate::pipeline::replay::replay_in_memory;
     use crate::pipeline::second_pass::Filter;
     use crate::summary::Rejected;
@@ -415,10 +421,15 @@ mod tests {
         };
         for chunk in input.chunks(64) {
             let batch = Batch::frame(&mut framer, Bytes::copy_from_slice(chunk));
-            seq.apply(&check_batch(&batch, &progress, d));
+            seq.apply(&check_batch(&batch, &progress, d, Compare::No));
             take(&mut seq);
         }
-        seq.apply(&check_batch(&Batch::finish(&mut framer), &progress, d));
+        seq.apply(&check_batch(
+            &Batch::finish(&mut framer),
+            &progress,
+            d,
+            Compare::No,
+        ));
         take(&mut seq);
         let bytes = input.to_vec();
         let reread = || async move {

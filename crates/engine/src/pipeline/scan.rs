@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::batch::{check_batch, Batch, Checked};
+use super::batch::{check_batch, Batch, Checked, Compare};
 use super::validator::Sequencer;
 use crate::compression::{self, Broken, Codec, Stored as _};
 use crate::contract::{Contract, LineFramer};
@@ -50,9 +50,13 @@ pub(super) enum Scan {
     Check(Sequencer),
     /// Validate and send published bytes and quarantine records to the writer.
     Land(Sequencer, mpsc::Sender<Out>),
+    /// Validate a published object (`verify --deep`), comparing each line with its
+    /// canonical form; no hash (the checkpoint records the input's, not this one's).
+    Verify(Sequencer),
 }
 
-/// Read the input once. Every stored byte is hashed on a thread of its own; unless
+/// Read the input once. Every stored byte is hashed on a thread of its own (the
+/// SHA-256 returned; empty for [`Scan::Verify`], which hashes nothing); unless
 /// the scan is [`Scan::Hash`], lines are framed here, checked by [`WORKERS`] threads
 /// in parallel and sequenced in input order on another, which sends published
 /// bytes and quarantine records to the writer ([`Scan::Land`]) or drops them. A
@@ -73,14 +77,13 @@ pub(super) async fn scan(
     digester: Digester,
     panic_worker: bool,
 ) -> Result<(String, Option<Sequencer>)> {
-    let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(16);
-    let hasher = tokio::task::spawn_blocking(move || {
-        let mut h = Sha256::new();
-        while let Some(chunk) = hash_rx.blocking_recv() {
-            h.update(&chunk);
+    let (hash_tx, hasher, compare) = match what {
+        Scan::Verify(_) => (None, None, Compare::Raw),
+        _ => {
+            let (tx, rx) = mpsc::channel::<Bytes>(16);
+            (Some(tx), Some(spawn_hasher(rx)), Compare::No)
         }
-        hex(&h.finalize())
-    });
+    };
     let mut raw = Raw {
         size: reader.size,
         reader,
@@ -92,7 +95,7 @@ pub(super) async fn scan(
     let stop = Arc::new(AtomicBool::new(false));
     let mut validate = match what {
         Scan::Hash => None,
-        Scan::Check(seq) => Some((seq, None)),
+        Scan::Check(seq) | Scan::Verify(seq) => Some((seq, None)),
         Scan::Land(seq, out) => Some((seq, Some(out))),
     };
     // Only content is validated: a hash-only scan never looks at the stored form.
@@ -118,6 +121,7 @@ pub(super) async fn scan(
                         rx,
                         contract.clone(),
                         digester,
+                        compare,
                         panic_worker && i == WORKERS - 1,
                     )
                 })
@@ -155,9 +159,7 @@ pub(super) async fn scan(
     } = raw;
     drop(hash_tx);
     progress.finish();
-    let sha = hasher
-        .await
-        .map_err(|e| Error::store("join hasher", input, e))?;
+    let sha = hashed(hasher, input).await?;
     let seq = match sequencer {
         Some((s, workers)) => {
             let (mut seq, stopped) = s
@@ -177,6 +179,25 @@ pub(super) async fn scan(
         None => None,
     };
     Ok((sha, seq))
+}
+
+/// SHA-256 of every stored byte, on a thread of its own.
+fn spawn_hasher(mut rx: mpsc::Receiver<Bytes>) -> tokio::task::JoinHandle<String> {
+    tokio::task::spawn_blocking(move || {
+        let mut h = Sha256::new();
+        while let Some(chunk) = rx.blocking_recv() {
+            h.update(&chunk);
+        }
+        hex(&h.finalize())
+    })
+}
+
+/// The hasher's SHA-256 once it has every byte; empty if nothing hashed.
+async fn hashed(hasher: Option<tokio::task::JoinHandle<String>>, input: &str) -> Result<String> {
+    match hasher {
+        Some(h) => h.await.map_err(|e| Error::store("join hasher", input, e)),
+        None => Ok(String::new()),
+    }
 }
 
 /// What bounds a scan: the longest line kept, and (compressed inputs) the content a
@@ -215,7 +236,8 @@ struct Raw<'a> {
     size: u64,
     input: &'a str,
     progress: Progress,
-    hash_tx: mpsc::Sender<Bytes>,
+    /// `None`: nothing hashes ([`Scan::Verify`]).
+    hash_tx: Option<mpsc::Sender<Bytes>>,
     /// Bytes read to tell the stored form, not yet handed on.
     pending: Option<Bytes>,
 }
@@ -258,8 +280,10 @@ impl compression::Stored for Raw<'_> {
             }
         };
         self.progress.inc(chunk.len() as u64);
-        if self.hash_tx.send(chunk.clone()).await.is_err() {
-            return Err(Error::store("hash input", self.input, "hasher stopped"));
+        if let Some(tx) = &self.hash_tx {
+            if tx.send(chunk.clone()).await.is_err() {
+                return Err(Error::store("hash input", self.input, "hasher stopped"));
+            }
         }
         Ok(Some(chunk))
     }
@@ -386,6 +410,7 @@ pub(super) fn spawn_checker(
     mut rx: mpsc::Receiver<Batch>,
     contract: Arc<Contract>,
     digester: Digester,
+    compare: Compare,
     panic_mid_file: bool,
 ) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
     let (tx, out) = mpsc::channel::<Checked>(4);
@@ -398,7 +423,7 @@ pub(super) fn spawn_checker(
                 "drill: validation worker panics mid-file"
             );
             if tx
-                .blocking_send(check_batch(&batch, &contract, digester))
+                .blocking_send(check_batch(&batch, &contract, digester, compare))
                 .is_err()
             {
                 return;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 #[cfg(doc)]
 use super::batch::{check_batch, Batch};
-use super::batch::{Checked, Item};
+use super::batch::{Checked, Item, RawForm};
 use crate::contract::{self, Contract, Reason};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::{DedupIndex, Digests, Seen};
@@ -122,6 +122,10 @@ pub struct Sequencer {
     /// framed batch was checked and sequenced before anything is published.
     batches: u64,
     through_line: u64,
+    /// How the lines stand against their canonical forms, if the checkers compared.
+    raw: RawForm,
+    /// The first line that repeats an earlier event (the index's, or the merge's).
+    first_duplicate: Option<u64>,
 }
 
 impl Sequencer {
@@ -144,6 +148,8 @@ impl Sequencer {
             first_rejects: Vec::new(),
             batches: 0,
             through_line: 0,
+            raw: RawForm::default(),
+            first_duplicate: None,
         }
     }
 
@@ -166,6 +172,7 @@ impl Sequencer {
         }
         self.batches += 1;
         self.through_line = self.through_line.max(checked.through_line);
+        self.raw.add(checked.raw);
         if self.index.is_none() && self.spilled.is_none() {
             // Size the index once, from the first batch's average line length.
             let mut events = DedupIndex::estimate_events(
@@ -252,7 +259,10 @@ impl Sequencer {
         };
         match index.insert(d) {
             Seen::New => self.emit(line),
-            Seen::Duplicate => self.counts.duplicates += 1,
+            Seen::Duplicate => {
+                self.counts.duplicates += 1;
+                self.first_duplicate.get_or_insert(number);
+            }
             Seen::Suspect => {
                 self.suspects.push(Suspect {
                     line: number,
@@ -423,6 +433,21 @@ impl Sequencer {
     /// The first quarantined lines, for `check`.
     pub fn first_rejects(&self) -> &[Rejected] {
         &self.first_rejects
+    }
+
+    /// The merge found a copy at `line`.
+    pub fn merged_duplicate(&mut self, line: u64) {
+        self.first_duplicate = Some(self.first_duplicate.map_or(line, |f| f.min(line)));
+    }
+
+    /// The first line that repeats an earlier event.
+    pub fn first_duplicate(&self) -> Option<u64> {
+        self.first_duplicate
+    }
+
+    /// The lines against their canonical forms (only counted by `verify --deep`).
+    pub fn raw_form(&self) -> RawForm {
+        self.raw
     }
 
     pub fn distinct_events(&self) -> usize {

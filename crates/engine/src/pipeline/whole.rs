@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use std::sync::Arc;
 
-use super::batch::{check_batch, Batch};
+use super::batch::{check_batch, Batch, Compare};
 use super::resolve::IdCheck;
 use super::validator::{Sequencer, Suspect};
 use crate::contract::{self, Contract, LineFramer};
@@ -33,14 +33,22 @@ impl Validator {
 
     pub fn feed(&mut self, chunk: &[u8]) {
         let batch = Batch::frame(&mut self.framer, Bytes::copy_from_slice(chunk));
-        self.seq
-            .apply(&check_batch(&batch, &self.contract, self.digester));
+        self.seq.apply(&check_batch(
+            &batch,
+            &self.contract,
+            self.digester,
+            Compare::No,
+        ));
     }
 
     pub fn finish(&mut self) {
         let batch = Batch::finish(&mut self.framer);
-        self.seq
-            .apply(&check_batch(&batch, &self.contract, self.digester));
+        self.seq.apply(&check_batch(
+            &batch,
+            &self.contract,
+            self.digester,
+            Compare::No,
+        ));
     }
 
     /// Compare the full ids of any suspects against `input`, the bytes fed.

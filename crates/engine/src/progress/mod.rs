@@ -540,6 +540,20 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// A stage that draws no bar (`verify --deep`): a log line every few seconds.
+    pub fn logged(stage: &'static str, total: u64) -> Progress {
+        let now = Instant::now();
+        Progress {
+            bar: None,
+            borrowed: false,
+            total,
+            done: 0,
+            started: now,
+            last_log: now,
+            stage,
+        }
+    }
+
     pub fn inc(&mut self, n: u64) {
         self.done += n;
         if let Some(bar) = &self.bar {

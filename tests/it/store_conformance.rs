@@ -900,8 +900,8 @@ async fn staging_past_the_deadline_writes_nothing(fx: &Fixture) {
 
 // Cases every backend must pass: a local folder, each S3 server and memory.
 /// `leftovers` (what `landing status` reports) lists a staging that completed but
-/// was never promoted, as a run killed after staging leaves it; never a published
-/// object; and nothing once a sweep removed it.
+/// was never promoted, as a run killed after staging leaves it, and its second
+/// pass's; never a published object; and nothing once a sweep removed them.
 async fn leftovers_lists_unpromoted_staging_until_swept(fx: &Fixture) {
     let store = fx.store();
     let folders = ["raw/progress".to_owned(), "checkpoints/progress".to_owned()];
@@ -919,6 +919,18 @@ async fn leftovers_lists_unpromoted_staging_until_swept(fx: &Fixture) {
         store.leftovers(&folders).await.expect("leftovers"),
         vec![store.location(&staged.key)]
     );
+    // The same run's second pass (`restage`), completed, is a leftover too.
+    let mut up = store.restage(&staged, RUN_OLD).await.expect("restage");
+    up.write(Bytes::from_static(b"{\"x\":2}\n"))
+        .await
+        .expect("write");
+    let second = up.complete().await.expect("complete");
+    assert_ne!(second.key, staged.key);
+    let mut left = store.leftovers(&folders).await.expect("leftovers");
+    left.sort();
+    let mut both = vec![store.location(&staged.key), store.location(&second.key)];
+    both.sort();
+    assert_eq!(left, both);
     let others = Sweep::Others {
         older_than: Duration::ZERO,
     };
@@ -926,7 +938,7 @@ async fn leftovers_lists_unpromoted_staging_until_swept(fx: &Fixture) {
         .sweep(&["raw/progress/a.jsonl".to_owned()], RUN_CUR, others)
         .await
         .expect("sweep");
-    assert_eq!(swept.deleted_objects, 1);
+    assert_eq!(swept.deleted_objects, 2);
     assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
 }
 

@@ -92,8 +92,21 @@ impl S3Store {
         for folder in &staging {
             for run in self.list_prefix(folder).await?.folders {
                 let run_folder = format!("{folder}{run}");
-                for f in self.list_prefix(&run_folder).await?.files {
-                    out.push(self.loc_full(&self.full_key(&format!("{run_folder}/{}", f.name))));
+                let listing = self.list_prefix(&run_folder).await?;
+                // A second pass stages under the run's `pass2/` (see `restage`).
+                let pass2 = format!("{run_folder}/{}", super::PASS2);
+                let second = if listing.folders.iter().any(|d| d == super::PASS2) {
+                    self.list_prefix(&pass2).await?.files
+                } else {
+                    Vec::new()
+                };
+                let files = listing
+                    .files
+                    .iter()
+                    .map(|f| format!("{run_folder}/{}", f.name));
+                let files = files.chain(second.iter().map(|f| format!("{pass2}/{}", f.name)));
+                for key in files {
+                    out.push(self.loc_full(&self.full_key(&key)));
                 }
             }
             // A killed run's upload is not an object yet; the bucket bills its parts.

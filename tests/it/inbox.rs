@@ -780,6 +780,16 @@ fn verify_finds_each_drift_kind(kind: Kind) {
     deep_finds_each_drift_kind(&w, &expect_shallow, good_lines);
 }
 
+/// The findings of `verify --json` (every line must be JSON; the totals line has
+/// no `finding`).
+fn json_findings(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|f| f.get("finding").is_some())
+        .collect()
+}
+
 /// `verify --deep` names the drifts `verify` does, and day 5's and the sample's:
 /// the same findings with the same first lines whether the id index stays in
 /// memory or spills.
@@ -817,12 +827,7 @@ fn deep_finds_each_drift_kind(w: &World, expect_shallow: &[(String, &str)], good
             .collect();
         let v = w.landing(&["verify", "--lake", &lake, "--deep", "--json"], &env);
         assert_eq!(v.code, Some(1), "{spill:?}: {}\n{}", v.stdout, v.stderr);
-        let all: Vec<Value> = v
-            .stdout
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|f| f.get("finding").is_some())
-            .collect();
+        let all = json_findings(&v.stdout);
         let findings: BTreeSet<(String, String)> = all
             .iter()
             .map(|f| {
@@ -946,12 +951,7 @@ fn verify_deep_finds_lines_not_in_canonical_form() {
     patch_checkpoint(&w, &day(1), current_identity(&w, &raw));
     let v = w.landing(&["verify", "--lake", &lake, "--deep", "--json"], &[]);
     assert_eq!(v.code, Some(1), "{}\n{}", v.stdout, v.stderr);
-    let findings: Vec<Value> = v
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|f| f.get("finding").is_some())
-        .collect();
+    let findings = json_findings(&v.stdout);
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert_eq!(findings[0]["finding"], "not_canonical", "{findings:?}");
     let detail = findings[0]["detail"].as_str().unwrap();

@@ -67,7 +67,12 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<ObjectReader>>,
 {
-    let plan = plan(budget);
+    let plan = SpillPlan::of(
+        budget.share,
+        &budget.scratch_dir,
+        &new_run_id(),
+        budget.hooks,
+    );
     // No cap: every rejected line is counted, none refuses the object.
     let seq = Sequencer::new(contract.clone(), u64::MAX, reader.size).with_spill(plan);
     let d = digester(budget.hooks);
@@ -105,21 +110,5 @@ where
         raw: seq.raw_form(),
         lines: seq.lines(),
         spill: resolution.spill,
-    })
-}
-
-fn plan(budget: &Budget) -> Option<SpillPlan> {
-    let hooks = budget.hooks;
-    if budget.share.is_none() && hooks.spill_every.is_none() {
-        return None;
-    }
-    Some(SpillPlan {
-        scratch_dir: budget.scratch_dir.clone(),
-        run_id: new_run_id(),
-        share: budget
-            .share
-            .map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX)),
-        every: hooks.spill_every,
-        hooks,
     })
 }

@@ -33,17 +33,7 @@ pub(super) fn digester(hooks: Hooks) -> Digester {
 /// Where and when this run's index spills: with a budget, past its share of it
 /// (`crate::budget`); without one, never (unless a test hook says every N events).
 pub(super) fn spill_plan(cfg: &Config, run_id: &str, hooks: Hooks) -> Option<SpillPlan> {
-    let share = cfg.index_share();
-    if share.is_none() && hooks.spill_every.is_none() {
-        return None;
-    }
-    Some(SpillPlan {
-        scratch_dir: cfg.scratch_dir.clone(),
-        run_id: run_id.to_owned(),
-        share: share.map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX)),
-        every: hooks.spill_every,
-        hooks,
-    })
+    SpillPlan::of(cfg.index_share(), &cfg.scratch_dir, run_id, hooks)
 }
 
 /// What the resolution leaves for the stages after it.

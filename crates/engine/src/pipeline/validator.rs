@@ -49,6 +49,26 @@ pub struct SpillPlan {
 }
 
 impl SpillPlan {
+    /// The plan of an index whose share of the budget is `share` (`None`: no budget,
+    /// so no spill unless a test hook says every N events).
+    pub fn of(
+        share: Option<u64>,
+        scratch_dir: &std::path::Path,
+        run_id: &str,
+        hooks: Hooks,
+    ) -> Option<SpillPlan> {
+        if share.is_none() && hooks.spill_every.is_none() {
+            return None;
+        }
+        Some(SpillPlan {
+            scratch_dir: scratch_dir.to_owned(),
+            run_id: run_id.to_owned(),
+            share: share.map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX)),
+            every: hooks.spill_every,
+            hooks,
+        })
+    }
+
     /// The index may take three quarters of the share; the rest is the buffer the
     /// index is written out through when it spills.
     fn index_bytes(&self) -> usize {

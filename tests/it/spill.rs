@@ -11,6 +11,7 @@ use crate::support::*;
 const DAY: &str = "progress-2026-03-02.jsonl";
 const RAW: &str = "raw/progress/progress-2026-03-02.jsonl";
 const QUAR: &str = "quarantine/progress/progress-2026-03-02.jsonl.rejects.jsonl";
+const CKPT: &str = "checkpoints/progress/progress-2026-03-02.jsonl.json";
 
 fn example(name: &str) -> Vec<u8> {
     std::fs::read(
@@ -247,10 +248,60 @@ fn a_crash_at_each_spill_step_reruns_to_the_same_bytes(kind: Kind) {
     }
 }
 
+/// `input` with line `n`'s learner id changed in one digit: another valid event,
+/// of the same length.
+fn edit_learner(input: &[u8], n: usize) -> Vec<u8> {
+    let text = std::str::from_utf8(input).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let line = &mut lines[n - 1];
+    let at = line
+        .find("\"learner_id\":\"learner-")
+        .expect("a learner id")
+        + 22;
+    let digit = if &line[at..=at] == "9" { "8" } else { "9" };
+    line.replace_range(at..=at, digit);
+    (lines.join("\n") + "\n").into_bytes()
+}
+
+/// The input edited between a spilled run's pass and its replay, one line to
+/// another valid one of the same length (RUNBOOK, "Sizing memory and scratch"):
+/// the replay reads other lines than the pass held back, so the run fails, and
+/// publishes and checkpoints nothing.
+fn an_input_edited_before_the_replay_fails_the_run(kind: Kind) {
+    let w = World::new(kind, "edited");
+    let input = generated(2000, 3);
+    let arg = w.put_input(DAY, &input);
+    let dir = scratch(&w);
+    let (lake, d) = (w.lake_arg(), dir.to_str().unwrap().to_owned());
+    let args = ["run", "--input", &arg, "--lake", &lake, "--scratch-dir", &d];
+    let env = [
+        ("LANDING_TEST_SPILL_EVERY", "50"),
+        ("LANDING_TEST_SPILL_REPLAY", "true"),
+    ];
+    let paused = Paused::start_args(&w, &args, "before-replay", &env);
+    // Line 1900 was held back: the first spill came after 50 events.
+    let edited = edit_learner(&input, 1900);
+    assert_eq!(edited.len(), input.len());
+    assert_ne!(edited, input);
+    w.put_input(DAY, &edited);
+    let r = paused.finish();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the input read differently the second time"),
+        "{}",
+        r.stderr
+    );
+    assert!(w.get(RAW).is_none(), "published a day of two inputs");
+    assert_eq!(checkpoint_sha(&w, CKPT), None, "checkpointed");
+    assert!(scratch_is_empty(&dir), "scratch left");
+}
+
 matrix! {
     a_spilling_run_matches_the_model: [local, seaweed, moto];
     copies_before_the_spill_choose_the_replay: [local, seaweed];
     a_crash_at_each_spill_step_reruns_to_the_same_bytes: [local, seaweed, moto];
+    an_input_edited_before_the_replay_fails_the_run: [local, seaweed];
 }
 
 /// Distinct ids squeezed into three id digests: nothing refused, nothing dropped,

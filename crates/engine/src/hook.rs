@@ -184,6 +184,8 @@ pub enum PausePoint {
     BeforePromote,
     /// After staging completed, before the interrupt check (signal tests).
     AfterStaging,
+    /// After a spilled run's merge, before its replay reads the input again.
+    BeforeReplay,
 }
 
 impl PausePoint {

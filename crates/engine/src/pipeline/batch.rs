@@ -5,6 +5,8 @@
 //!    [`Batch`] (offsets into the shared chunk; only lines spanning chunks are copied).
 //! 2. **check** (parallel, the bulk of the work): [`check_batch`] validates each line,
 //!    writes the canonical form and computes the event's digests. Pure.
+//!
+//! [`LineSum`] is how a spilled run's replay proves it read what the pass read.
 
 use bytes::Bytes;
 
@@ -105,6 +107,29 @@ impl Batch {
             Src::TooLong => &[],
         }
     }
+}
+
+/// An order-sensitive sum over accepted lines of (line number, canonical digest):
+/// the pass sums the lines it holds back, the replay the lines it takes again, and
+/// equal sums prove the replay read the lines the pass decided on. The line number
+/// in each term makes it order-sensitive; being a sum, batches can be added as
+/// they come.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LineSum([u64; 2]);
+
+impl LineSum {
+    pub fn add(&mut self, line: u64, digest: [u64; 2]) {
+        let at = mix(line.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        self.0[0] = self.0[0].wrapping_add(mix(digest[0] ^ at));
+        self.0[1] = self.0[1].wrapping_add(mix(digest[1].wrapping_add(at)));
+    }
+}
+
+/// The splitmix64 finaliser: every input bit moves every output bit.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// One line's verdict after step 2.

@@ -7,7 +7,9 @@
 //! the copies, which writes the output twice. The bytes are an in-memory run's.
 //!
 //! The replay proves it read what the pass read: it must decide exactly as many
-//! output lines, over exactly as many physical lines.
+//! output lines, over exactly as many physical lines, and the numbers and canonical
+//! digests of the lines it takes must sum to the pass's ([`LineSum`]). An input
+//! edited under the run, even to another valid line of the same length, fails it.
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use bytes::Bytes;
 use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
 
-use super::batch::{Batch, Checked, Compare, Decided};
+use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
 use super::scan::{spawn_checker, Out, FLUSH_AT, WORKERS};
 use crate::compression;
 use crate::contract::{Contract, LineFramer};
@@ -34,6 +36,8 @@ pub(super) struct Replay {
     pub(super) lines: u64,
     /// Output ordinals the merge found to be later copies.
     pub(super) drops: FixedBitSet,
+    /// The held lines' numbers and canonical digests, summed by the pass.
+    pub(super) sum: LineSum,
 }
 
 /// The replay's sequencing, in input order: each accepted line from the first
@@ -42,6 +46,7 @@ pub(super) struct Replayer<'a> {
     replay: &'a Replay,
     ordinal: u64,
     lines: u64,
+    sum: LineSum,
 }
 
 impl<'a> Replayer<'a> {
@@ -50,12 +55,18 @@ impl<'a> Replayer<'a> {
             replay,
             ordinal: replay.from.1,
             lines: 0,
+            sum: LineSum::default(),
         }
     }
 
     /// Append the kept lines of one checked batch to `out`.
     pub(super) fn apply(&mut self, checked: &Checked, out: &mut Vec<u8>) -> Result<(), String> {
         self.lines = self.lines.max(checked.through_line());
+        for &(number, item) in &checked.items {
+            if let Item::Accept(d, _) = item {
+                self.sum.add(number, d.value());
+            }
+        }
         for (number, d) in checked.verdicts() {
             match d {
                 Decided::Accepted(line) => {
@@ -77,16 +88,22 @@ impl<'a> Replayer<'a> {
     }
 
     /// The replay decided what the pass decided: as many output lines, over as many
-    /// physical lines.
+    /// physical lines, the same lines.
     pub(super) fn finish(&self) -> Result<(), String> {
         let r = self.replay;
-        if (self.ordinal, self.lines) == (r.outputs, r.lines) {
-            return Ok(());
+        if (self.ordinal, self.lines) != (r.outputs, r.lines) {
+            return Err(format!(
+                "the input read differently the second time: {} output lines over {} lines, the pass had {} over {}",
+                self.ordinal, self.lines, r.outputs, r.lines
+            ));
         }
-        Err(format!(
-            "the input read differently the second time: {} output lines over {} lines, the pass had {} over {}",
-            self.ordinal, self.lines, r.outputs, r.lines
-        ))
+        if self.sum != r.sum {
+            return Err(
+                "the input read differently the second time: its lines are not the ones the pass held back"
+                    .to_owned(),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -247,69 +264,96 @@ mod tests {
     use super::*;
     use crate::contract;
 
+    /// A progress event in canonical form (keys sorted, the optional `checkpoint`
+    /// written as null, no spaces), as docs/design.md defines it.
     fn ev(id: u32) -> String {
         format!(
-            r#"{{"event_id":"e{id}","learner_id":"l","lesson_id":"s","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T10:00:00Z"}}"#
+            r#"{{"attempt_number":1,"checkpoint":null,"event_id":"e{id}","event_time":"2026-03-02T10:00:00Z","event_type":"completed","learner_id":"l","lesson_id":"s"}}"#
         )
     }
 
-    /// Replay `input` from line `from` (output ordinal `ordinal`), in chunks of 50.
-    fn run(input: &str, r: &Replay) -> (Vec<u8>, Result<(), String>) {
+    const SEED: u64 = 7;
+
+    /// What the pass held: lines `held` (number, canonical form) from line `from`
+    /// (ordinal `ordinal`) on, summed with their xxh3-128 digests; `drops` ordinals.
+    fn replay(
+        (from, ordinal): (u64, u64),
+        (outputs, lines): (u64, u64),
+        held: &[(u64, String)],
+        drops: &[usize],
+    ) -> Replay {
+        let mut bits = FixedBitSet::with_capacity(outputs as usize);
+        drops.iter().for_each(|&o| bits.insert(o));
+        let mut sum = LineSum::default();
+        for (n, line) in held {
+            let d = xxhash_rust::xxh3::xxh3_128_with_seed(line.as_bytes(), SEED);
+            sum.add(*n, [d as u64, (d >> 64) as u64]);
+        }
+        Replay {
+            from: (from, ordinal),
+            outputs,
+            lines,
+            drops: bits,
+            sum,
+        }
+    }
+
+    /// Replay `input` in chunks of 50.
+    fn run(input: &str, r: &Replay) -> (String, Result<(), String>) {
         let mut out = Vec::new();
         let c = contract::progress();
         let done = replay_in_memory(
             input.as_bytes(),
             (50, 1000),
             &c,
-            Digester::new(7),
+            Digester::new(SEED),
             r,
             &mut out,
         );
-        (out, done)
-    }
-
-    fn replay(from: (u64, u64), outputs: u64, lines: u64, drops: &[usize]) -> Replay {
-        let mut bits = FixedBitSet::with_capacity(outputs as usize);
-        drops.iter().for_each(|&o| bits.insert(o));
-        Replay {
-            from,
-            outputs,
-            lines,
-            drops: bits,
-        }
+        (String::from_utf8(out).unwrap(), done)
     }
 
     #[test]
     fn keeps_the_lines_from_the_first_held_back_one_except_the_dropped() {
         // Lines 1-2 were staged by the pass (ordinals 0-1); line 3 is quarantined;
         // lines 4-6 were held back as ordinals 2-4, and the merge dropped ordinal 3.
-        let input = [ev(1), ev(2), "not json".into(), ev(4), ev(5), ev(6)].join("\n");
-        let (out, done) = run(&input, &replay((4, 2), 5, 6, &[3]));
+        // Line 6 was read with spaces: the pass held its canonical form.
+        let spaced = ev(6).replace(',', ", ");
+        let input = [ev(1), ev(2), "not json".into(), ev(4), ev(5), spaced].join("\n");
+        let held = [(4, ev(4)), (5, ev(5)), (6, ev(6))];
+        let (out, done) = run(&input, &replay((4, 2), (5, 6), &held, &[3]));
         assert_eq!(done, Ok(()));
-        let text = String::from_utf8(out).unwrap();
-        let ids: Vec<&str> = text
-            .lines()
-            .map(|l| {
-                l.split("\"event_id\":\"")
-                    .nth(1)
-                    .unwrap()
-                    .split('"')
-                    .next()
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(ids, ["e4", "e6"]);
+        assert_eq!(out, format!("{}\n{}\n", ev(4), ev(6)));
     }
 
     #[test]
     fn an_input_that_reads_differently_fails_the_replay() {
         let input = [ev(1), ev(2), ev(3)].join("\n");
+        let held = [(2, ev(2)), (3, ev(3))];
         // The pass decided 4 output lines over 4 lines: the input lost one since.
-        let (_, done) = run(&input, &replay((2, 1), 4, 4, &[]));
+        let (_, done) = run(&input, &replay((2, 1), (4, 4), &held, &[]));
         let e = done.unwrap_err();
         assert!(
             e.contains("3 output lines over 3 lines, the pass had 4 over 4"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_held_line_edited_in_place_fails_the_replay() {
+        // The pass held e2 and e3; the input now has e9 where e3 was: as many lines,
+        // of the same length, all valid.
+        let held = [(2, ev(2)), (3, ev(3))];
+        let r = replay((2, 1), (3, 3), &held, &[]);
+        let (_, done) = run(&[ev(1), ev(2), ev(3)].join("\n"), &r);
+        assert_eq!(done, Ok(()));
+        let (_, done) = run(&[ev(1), ev(2), ev(9)].join("\n"), &r);
+        let e = done.unwrap_err();
+        assert!(e.contains("not the ones the pass held back"), "{e}");
+        // The held lines in another order are not the lines held either.
+        let (_, done) = run(&[ev(1), ev(3), ev(2)].join("\n"), &r);
+        assert!(done
+            .unwrap_err()
+            .contains("not the ones the pass held back"));
     }
 }

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use fixedbitset::FixedBitSet;
 
+use super::batch::LineSum;
 use super::replay::Replay;
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
 use crate::compression;
@@ -75,7 +76,7 @@ where
         // merge or check (dropping the spill removes its scratch).
         return Ok(Resolution::default());
     }
-    let from = spilled.as_ref().and_then(|sp| sp.from);
+    let from = spilled.as_ref().and_then(|sp| Some((sp.from?, sp.sum)));
     let merged = match spilled {
         Some(sp) => {
             let sizes = (seq.output_lines(), seq.lines());
@@ -159,7 +160,7 @@ where
 /// merge found copies in it; neither if it is refused. Besides, its spill report.
 fn ways(
     merged: Option<(Merged, Scratch, u64)>,
-    from: Option<(u64, u64)>,
+    from: Option<((u64, u64), LineSum)>,
     published: bool,
     (outputs, lines): (u64, u64),
 ) -> Resolution {
@@ -167,12 +168,13 @@ fn ways(
         return Resolution::default();
     };
     let (replay, drops) = match from {
-        Some(from) if published => {
+        Some((from, sum)) if published => {
             let r = Replay {
                 from,
                 outputs,
                 lines,
                 drops: m.drops,
+                sum,
             };
             (Some(r), None)
         }

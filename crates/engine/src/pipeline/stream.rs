@@ -143,6 +143,9 @@ async fn settle(
         ctx.trace.lap("merge");
     }
     if let Some(r) = resolution.replay {
+        ctx.hooks
+            .pause(PausePoint::BeforeReplay, ctx.terminal)
+            .await;
         let reader = ctx.input.read(&ctx.input_key).await?;
         let (c, hooks) = (contract.clone(), ctx.hooks);
         if reader.size != first_size {

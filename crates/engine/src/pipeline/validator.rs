@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 #[cfg(doc)]
 use super::batch::{check_batch, Batch};
-use super::batch::{Checked, Item, RawForm};
+use super::batch::{Checked, Item, LineSum, RawForm};
 use crate::contract::{self, Contract, Reason};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::{DedupIndex, Digests, Seen};
@@ -116,6 +116,9 @@ pub struct Spilled {
     /// Holding back: the first recorded event's input line and output ordinal. From
     /// it on, nothing is staged during the pass; the replay writes the lines kept.
     pub from: Option<(u64, u64)>,
+    /// The held lines' numbers and canonical digests, summed: what the replay
+    /// must read again.
+    pub sum: LineSum,
 }
 
 /// Step 3: the order-dependent decisions.
@@ -257,6 +260,7 @@ impl Sequencer {
             if sp.hold {
                 // Only the merge can tell whether it is a first occurrence.
                 sp.from.get_or_insert((number, self.ordinal));
+                sp.sum.add(number, d.value());
                 self.counts.accepted += 1;
                 self.ordinal += 1;
             } else {
@@ -352,6 +356,7 @@ impl Sequencer {
                     .spill_replay
                     .unwrap_or(self.counts.duplicates > 0),
                 from: None,
+                sum: LineSum::default(),
             })
         })();
         match done {

@@ -924,8 +924,8 @@ fn verify_deep_reads_within_the_memory_budget() {
     assert!(left.is_empty(), "scratch left: {left:?}");
 }
 
-/// `verify --deep` tells a valid line that is not in its canonical form, and a
-/// last line without its newline, from the canonical lines around them.
+/// `verify --deep` tells a valid line that is not in its canonical form, a last line
+/// without its newline, and CRLF line ends or a BOM, from canonical lines.
 #[test]
 fn verify_deep_finds_lines_not_in_canonical_form() {
     let w = World::new(Kind::Local, "deep-canonical");
@@ -957,6 +957,20 @@ fn verify_deep_finds_lines_not_in_canonical_form() {
     let detail = findings[0]["detail"].as_str().unwrap();
     assert!(
         detail.starts_with("2 lines are not the canonical form of a valid event (first at line 2)"),
+        "{detail}"
+    );
+    // The object saved again by a tool that wrote CRLF line ends and a BOM: three
+    // lines that are their canonical forms but for the bytes the framer drops.
+    let windows = format!("\u{FEFF}{a}\r\n{b}\r\n{c}\r\n");
+    w.put(&raw, windows.as_bytes());
+    patch_checkpoint(&w, &day(1), current_identity(&w, &raw));
+    let v = w.landing(&["verify", "--lake", &lake, "--deep", "--json"], &[]);
+    assert_eq!(v.code, Some(1), "{}\n{}", v.stdout, v.stderr);
+    let findings = json_findings(&v.stdout);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let detail = findings[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("3 lines are not the canonical form of a valid event (first at line 1)"),
         "{detail}"
     );
 }

@@ -12,8 +12,14 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// every physical line, blank ones included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Line<'a> {
-    /// A non-blank line, without `\n` and without one trailing `\r`.
-    Content { number: u64, bytes: &'a [u8] },
+    /// A non-blank line, without `\n` and without one trailing `\r`. `trimmed`: the
+    /// framer dropped bytes of it besides the newline (that `\r`, or the BOM before
+    /// the first line), so `bytes` is not quite what the stream held.
+    Content {
+        number: u64,
+        bytes: &'a [u8],
+        trimmed: bool,
+    },
     /// Longer than the maximum; its bytes were discarded.
     TooLong { number: u64 },
 }
@@ -54,6 +60,8 @@ pub struct LineFramer {
     lines: u64,
     /// `Some(k)`: still at stream start, `k` bytes of a BOM matched so far.
     bom_matched: Option<u8>,
+    /// A BOM was dropped before the first line.
+    bom_dropped: bool,
 }
 
 impl LineFramer {
@@ -64,6 +72,7 @@ impl LineFramer {
             discarding: false,
             lines: 0,
             bom_matched: Some(0),
+            bom_dropped: false,
         }
     }
 
@@ -81,12 +90,19 @@ impl LineFramer {
             self.lines += 1;
             if self.carry.is_empty() && !self.discarding {
                 // Whole line inside this chunk: hand out a slice, no copy.
-                emit(self.max_line_bytes, self.lines, piece, false, &mut sink)?;
+                let bom = self.bom_at_line();
+                emit(
+                    self.max_line_bytes,
+                    (self.lines, bom),
+                    piece,
+                    false,
+                    &mut sink,
+                )?;
             } else {
                 self.append(piece);
                 let result = emit(
                     self.max_line_bytes,
-                    self.lines,
+                    (self.lines, self.bom_at_line()),
                     &self.carry,
                     self.discarding,
                     &mut sink,
@@ -112,7 +128,7 @@ impl LineFramer {
         self.lines += 1;
         let result = emit(
             self.max_line_bytes,
-            self.lines,
+            (self.lines, self.bom_at_line()),
             &self.carry,
             self.discarding,
             &mut sink,
@@ -120,6 +136,11 @@ impl LineFramer {
         self.carry.clear();
         self.discarding = false;
         result
+    }
+
+    /// Is the line being completed the first, with a BOM dropped before it?
+    fn bom_at_line(&self) -> bool {
+        self.bom_dropped && self.lines == 1
     }
 
     /// Physical lines completed so far (blank and too-long lines included).
@@ -145,6 +166,7 @@ impl LineFramer {
         }
         if usize::from(k) == BOM.len() {
             self.bom_matched = None;
+            self.bom_dropped = true;
             return &chunk[i..];
         }
         if i == chunk.len() {
@@ -180,14 +202,17 @@ impl LineFramer {
 }
 
 /// Applies the per-line framing rules: drop one `\r`, too long, blank.
+/// `bom`: a BOM was dropped before this line.
 fn emit<E>(
     max_line_bytes: usize,
-    number: u64,
+    (number, bom): (u64, bool),
     bytes: &[u8],
     discarded: bool,
     sink: &mut impl FnMut(Line<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
-    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let cr = bytes.strip_suffix(b"\r");
+    let trimmed = bom || cr.is_some();
+    let bytes = cr.unwrap_or(bytes);
     // Length wins over blankness: a line we did not keep cannot be inspected.
     if discarded || bytes.len() > max_line_bytes {
         return sink(Line::TooLong { number });
@@ -195,7 +220,11 @@ fn emit<E>(
     if bytes.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
         return Ok(());
     }
-    sink(Line::Content { number, bytes })
+    sink(Line::Content {
+        number,
+        bytes,
+        trimmed,
+    })
 }
 
 /// Position of the first `\n`. Every input byte passes here: `memchr` searches
@@ -220,7 +249,7 @@ mod tests {
         let mut got = Vec::new();
         let mut sink = |line: Line<'_>| {
             got.push(match line {
-                Line::Content { number, bytes } => Got::Content(number, bytes.to_vec()),
+                Line::Content { number, bytes, .. } => Got::Content(number, bytes.to_vec()),
                 Line::TooLong { number } => Got::TooLong(number),
             });
             Ok::<(), ()>(())
@@ -246,6 +275,32 @@ mod tests {
 
     fn c(n: u64, s: &str) -> Got {
         Got::Content(n, s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn framer_says_which_lines_it_trimmed_under_every_chunking() {
+        // A BOM before line 1, a `\r` dropped from lines 2 and 5 (the last, without
+        // its newline); line 3 keeps one of its two; line 4 is as read.
+        let input = b"\xEF\xBB\xBFa\nb\r\nc\r\r\nd\ne\r";
+        for size in 1..=input.len() {
+            let mut framer = LineFramer::new(100);
+            let mut got = Vec::new();
+            let mut sink = |line: Line<'_>| {
+                if let Line::Content {
+                    number, trimmed, ..
+                } = line
+                {
+                    got.push((number, trimmed));
+                }
+                Ok::<(), ()>(())
+            };
+            for chunk in input.chunks(size) {
+                framer.push(chunk, &mut sink).expect("ok");
+            }
+            framer.finish(&mut sink).expect("ok");
+            let want = [(1, true), (2, true), (3, true), (4, false), (5, true)];
+            assert_eq!(got, want, "chunk size {size}");
+        }
     }
 
     #[test]
@@ -283,7 +338,8 @@ mod tests {
                         l,
                         Line::Content {
                             number: 1,
-                            bytes: b"x"
+                            bytes: b"x",
+                            trimmed: true
                         }
                     );
                     Ok::<(), ()>(())
@@ -399,7 +455,7 @@ mod tests {
         let mut got = Vec::new();
         let mut sink = |line: Line<'_>| {
             got.push(match line {
-                Line::Content { number, bytes } => Got::Content(number, bytes.to_vec()),
+                Line::Content { number, bytes, .. } => Got::Content(number, bytes.to_vec()),
                 Line::TooLong { number } => Got::TooLong(number),
             });
             Ok::<(), ()>(())
@@ -490,6 +546,7 @@ mod tests {
         let line = Line::Content {
             number: 1,
             bytes: GOOD.as_bytes(),
+            trimmed: false,
         };
         assert!(matches!(line.verdict(), Verdict::Accept(_)));
     }

@@ -12,7 +12,7 @@
 //! | `size` | the published object's size is not the recorded one |
 //! | `changed` | same size, but its ETag (S3) or file identity (local) is not the recorded one |
 //! | `line_count` | (`--deep`) its line count is not `accepted_rows` |
-//! | `not_canonical` | (`--deep`) a line is not the canonical form of a valid event |
+//! | `not_canonical` | (`--deep`) a line is not the canonical form of a valid event, byte for byte (a CRLF line end or a BOM counts) |
 //! | `corrupt_compression` | (`--deep`) a compressed published object does not decode to its end |
 //! | `duplicate_event_id` | (`--deep`) two lines share an identity (the contract's `identity` field, which the message names; `event_id` for `progress`) |
 //! | `quarantine_missing` | (`--deep`) `rejected_rows` > 0 but no quarantine object |

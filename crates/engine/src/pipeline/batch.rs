@@ -33,6 +33,8 @@ pub struct Batch {
     through_line: u64,
     /// The input's last line, which has no newline, is in this batch.
     unterminated: bool,
+    /// Lines the framer trimmed besides their newline (a `\r`, a BOM), in order.
+    trimmed: Vec<u64>,
 }
 
 impl Batch {
@@ -49,6 +51,7 @@ impl Batch {
             lines: Vec::with_capacity(chunk.len() / 128),
             through_line: 0,
             unterminated: false,
+            trimmed: Vec::new(),
         };
         let base = chunk.as_ptr() as usize;
         let end = base + chunk.len();
@@ -86,7 +89,14 @@ impl Batch {
         }
         match line {
             Line::TooLong { number } => self.lines.push((number, Src::TooLong)),
-            Line::Content { number, bytes } => {
+            Line::Content {
+                number,
+                bytes,
+                trimmed,
+            } => {
+                if trimmed {
+                    self.trimmed.push(number);
+                }
                 let p = bytes.as_ptr() as usize;
                 let src = if p >= base && p + bytes.len() <= end && base != end {
                     Src::Chunk(p - base, p - base + bytes.len())
@@ -236,7 +246,9 @@ pub fn check_batch(
     };
     // The batch's lines mostly share one key order: each line's predicts the next.
     let mut carry = contract::Carry::default();
+    let mut trimmed = batch.trimmed.iter().peekable();
     for &(number, src) in &batch.lines {
+        let was_trimmed = trimmed.next_if_eq(&&number).is_some();
         let start = out.canonical.len();
         let item = match src {
             Src::TooLong => Item::Reject(Reason::LineTooLong),
@@ -256,8 +268,9 @@ pub fn check_batch(
             }
         };
         if let (Compare::Raw, Item::Accept(_, end)) = (compare, item) {
-            // The canonical form ends with the newline the framer took off the line.
-            if out.canonical[start..end - 1] != *batch.bytes(src) {
+            // The canonical form ends with the newline the framer took off the line;
+            // a `\r` or BOM it took too was in the object.
+            if was_trimmed || out.canonical[start..end - 1] != *batch.bytes(src) {
                 out.raw.differ(number);
             }
         }
@@ -332,5 +345,30 @@ mod tests {
         let mut framer = LineFramer::new(1 << 16);
         let _ = Batch::frame(&mut framer, Bytes::from(format!("{}\n", ev("a"))));
         assert!(!Batch::finish(&mut framer).unterminated);
+    }
+
+    #[test]
+    fn compare_counts_a_bom_and_a_cr_the_framer_dropped() {
+        let contract = crate::contract::progress();
+        let d = Digester::new(7);
+        // Canonical lines all, but for a BOM before line 1 and a `\r` after line 3.
+        let input = format!(
+            "\u{FEFF}{}\n{}\n{}\r\n{}\n",
+            ev("a"),
+            ev("b"),
+            ev("c"),
+            ev("d")
+        );
+        let mut framer = LineFramer::new(1 << 16);
+        let batch = Batch::frame(&mut framer, Bytes::from(input));
+        let checked = check_batch(&batch, &contract, d, Compare::Raw);
+        assert_eq!(
+            checked.raw,
+            RawForm {
+                differs: 2,
+                first: Some(1),
+                unterminated: false
+            }
+        );
     }
 }

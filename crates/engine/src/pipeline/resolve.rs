@@ -313,7 +313,7 @@ impl<'a> IdCheck<'a> {
         }
         let (number, id) = match line {
             Line::TooLong { number } => (number, None),
-            Line::Content { number, bytes } => (number, self.id_of(bytes)),
+            Line::Content { number, bytes, .. } => (number, self.id_of(bytes)),
         };
         let suspect = self.suspects[self.next];
         let is_suspect = number == suspect.line;

@@ -1,11 +1,17 @@
 //! The merge of a run's spilled records, and the decisions the in-memory index would
 //! have made, taken per id digest in line order.
+//!
+//! The last merge runs on two threads: the runs are sorted by id digest, and the
+//! digests are uniform, so records below [`SPLIT_KEY`] and from it on are two
+//! independent halves of every run (a group never spans them), found by a binary
+//! search in each run; their decisions are then joined.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read};
-use std::path::PathBuf;
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Take};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 use fixedbitset::FixedBitSet;
 
@@ -13,8 +19,11 @@ use super::{Record, Scratch};
 
 /// Runs merged at once; more are merged in rounds first (each reader holds a buffer).
 pub const FAN_IN: usize = 64;
-/// Read buffer per run being merged.
+/// Read buffer per run being merged (per half, in the last merge).
 pub const READ_BUFFER: usize = 256 << 10;
+/// Where the last merge splits the id digests between its two threads: the middle
+/// of a uniform 64-bit digest.
+const SPLIT_KEY: u64 = 1 << 63;
 
 /// What the merge decided.
 #[derive(Debug, Default)]
@@ -30,6 +39,16 @@ pub struct Merged {
     pub runs_merged: u64,
 }
 
+impl Merged {
+    /// Add the decisions of the other half of the digests.
+    fn join(&mut self, other: Merged) {
+        self.drops.union_with(&other.drops);
+        self.dup_lines.union_with(&other.dup_lines);
+        self.duplicates += other.duplicates;
+        self.suspects.extend(other.suspects);
+    }
+}
+
 /// Merge every run of `scratch`. `output_lines` and `input_lines` size the bitsets.
 /// `between_rounds` is called after each round, the last one included, before its
 /// runs are removed (the crash drill).
@@ -39,17 +58,17 @@ pub fn merge(
     input_lines: u64,
     mut between_rounds: impl FnMut(),
 ) -> io::Result<Merged> {
-    let mut merged = Merged {
-        drops: FixedBitSet::with_capacity(output_lines as usize + 1),
-        dup_lines: FixedBitSet::with_capacity(input_lines as usize + 1),
-        ..Merged::default()
-    };
+    let mut runs_merged = 0;
     while scratch.runs.len() > FAN_IN {
         let batch: Vec<PathBuf> = scratch.runs.drain(..FAN_IN).collect();
         let out = scratch.next_path();
         let mut w = BufWriter::with_capacity(1 << 20, File::create(&out)?);
         let mut n = 0u64;
-        merge_runs(&batch, |r| {
+        let whole = batch
+            .iter()
+            .map(|p| Slice::whole(p))
+            .collect::<io::Result<Vec<_>>>()?;
+        merge_runs(&whole, |r| {
             n += 1;
             r.write(&mut w)
         })?;
@@ -58,23 +77,106 @@ pub fn merge(
             fs::remove_file(p)?;
         }
         scratch.bytes += n * Record::BYTES as u64;
-        merged.runs_merged += batch.len() as u64;
+        runs_merged += batch.len() as u64;
         scratch.runs.push(out);
         between_rounds();
     }
     let runs = std::mem::take(&mut scratch.runs);
-    merged.runs_merged += runs.len() as u64;
-    let mut group = Group::default();
-    merge_runs(&runs, |r| {
-        group.decide(r, &mut merged);
-        Ok(())
-    })?;
+    let (low, high) = split(&runs, SPLIT_KEY)?;
+    let sizes = (output_lines, input_lines);
+    let (merged, other) = std::thread::scope(|s| {
+        let other = s.spawn(|| decide(&high, sizes));
+        let merged = decide(&low, sizes);
+        // A panic in the other half is a panic here.
+        let other = other
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (merged, other)
+    });
+    let mut merged = merged?;
+    merged.join(other?);
+    merged.runs_merged = runs_merged + runs.len() as u64;
     between_rounds();
     for p in &runs {
         fs::remove_file(p)?;
     }
     merged.suspects.sort_unstable();
     Ok(merged)
+}
+
+/// The decisions over one half of the digests of every run.
+fn decide(slices: &[Slice], (output_lines, input_lines): (u64, u64)) -> io::Result<Merged> {
+    let mut merged = Merged {
+        drops: FixedBitSet::with_capacity(output_lines as usize + 1),
+        dup_lines: FixedBitSet::with_capacity(input_lines as usize + 1),
+        ..Merged::default()
+    };
+    let mut group = Group::default();
+    merge_runs(slices, |r| {
+        group.decide(r, &mut merged);
+        Ok(())
+    })?;
+    Ok(merged)
+}
+
+/// The records of one run between two byte offsets.
+struct Slice<'a> {
+    path: &'a Path,
+    start: u64,
+    end: u64,
+}
+
+impl<'a> Slice<'a> {
+    fn whole(path: &'a Path) -> io::Result<Slice<'a>> {
+        let end = fs::metadata(path)?.len();
+        Ok(Slice {
+            path,
+            start: 0,
+            end,
+        })
+    }
+
+    fn open(&self) -> io::Result<BufReader<Take<File>>> {
+        let mut f = File::open(self.path)?;
+        f.seek(SeekFrom::Start(self.start))?;
+        Ok(BufReader::with_capacity(
+            READ_BUFFER,
+            f.take(self.end - self.start),
+        ))
+    }
+}
+
+/// Each run cut where its id digests reach `key`: the slices below, and from it on.
+fn split(runs: &[PathBuf], key: u64) -> io::Result<(Vec<Slice<'_>>, Vec<Slice<'_>>)> {
+    let (mut low, mut high) = (Vec::new(), Vec::new());
+    for p in runs {
+        let f = File::open(p)?;
+        let end = f.metadata()?.len();
+        // The first record whose id digest is `key` or more (runs are sorted by it).
+        let (mut lo, mut hi) = (0, end / Record::BYTES as u64);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let mut b = [0u8; Record::BYTES];
+            f.read_exact_at(&mut b, mid * Record::BYTES as u64)?;
+            if Record::read(&b).key < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let cut = lo * Record::BYTES as u64;
+        low.push(Slice {
+            path: p,
+            start: 0,
+            end: cut,
+        });
+        high.push(Slice {
+            path: p,
+            start: cut,
+            end,
+        });
+    }
+    Ok((low, high))
 }
 
 /// The canonical digests seen so far under one id digest.
@@ -112,48 +214,40 @@ impl Group {
     }
 }
 
-/// Stream the records of sorted `runs` in (id digest, line) order.
-fn merge_runs(runs: &[PathBuf], mut each: impl FnMut(Record) -> io::Result<()>) -> io::Result<()> {
-    let mut readers = runs
+/// Stream the records of sorted `slices` in (id digest, line) order. The heap holds
+/// only each run's sort key; the head records stay beside it.
+fn merge_runs(slices: &[Slice], mut each: impl FnMut(Record) -> io::Result<()>) -> io::Result<()> {
+    let mut readers = slices
         .iter()
-        .map(|p| Ok(BufReader::with_capacity(READ_BUFFER, File::open(p)?)))
+        .map(Slice::open)
         .collect::<io::Result<Vec<_>>>()?;
+    let mut heads = Vec::with_capacity(readers.len());
     let mut heap = BinaryHeap::with_capacity(readers.len());
     for (i, r) in readers.iter_mut().enumerate() {
-        if let Some(rec) = next(r)? {
-            heap.push(Reverse(((rec.key, rec.line, i), Keyed(rec))));
+        let head = next(r)?;
+        if let Some(rec) = head {
+            heap.push(Reverse((rec.key, rec.line, i)));
         }
+        heads.push(head);
     }
-    while let Some(Reverse(((_, _, i), Keyed(rec)))) = heap.pop() {
-        each(rec)?;
-        if let Some(rec) = next(&mut readers[i])? {
-            heap.push(Reverse(((rec.key, rec.line, i), Keyed(rec))));
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse((_, _, i)) = *top;
+        if let Some(rec) = heads[i] {
+            each(rec)?;
+        }
+        heads[i] = next(&mut readers[i])?;
+        match heads[i] {
+            // Replacing the top sifts it down once: half the work of a pop and a push.
+            Some(rec) => *top = Reverse((rec.key, rec.line, i)),
+            None => {
+                PeekMut::pop(top);
+            }
         }
     }
     Ok(())
 }
 
-/// A record in the heap, ordered only by the key beside it.
-struct Keyed(Record);
-
-impl PartialEq for Keyed {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for Keyed {}
-impl PartialOrd for Keyed {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Keyed {
-    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
-        std::cmp::Ordering::Equal
-    }
-}
-
-fn next(r: &mut BufReader<File>) -> io::Result<Option<Record>> {
+fn next(r: &mut impl Read) -> io::Result<Option<Record>> {
     let mut b = [0u8; Record::BYTES];
     match r.read_exact(&mut b) {
         Ok(()) => Ok(Some(Record::read(&b))),
@@ -230,6 +324,58 @@ mod tests {
             (100..200).collect::<Vec<_>>()
         );
         assert!(m.suspects.is_empty());
+    }
+
+    /// Groups on both sides of the split, at its edge and at the ends of the digest
+    /// range, across runs: the two threads decide as one would.
+    #[test]
+    fn both_halves_of_the_digests_are_decided_and_joined() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Scratch::create(root.path(), "r").unwrap();
+        let (below, at, top) = (SPLIT_KEY - 1, SPLIT_KEY, u64::MAX);
+        // The index dump: one event under each of the four digests.
+        spill(
+            &mut s,
+            &[
+                rec(1, 1, 0, Record::FIRST),
+                rec(below, 2, 0, Record::FIRST),
+                rec(at, 3, 0, Record::FIRST),
+                rec(top, 4, 0, Record::FIRST),
+            ],
+        );
+        // Copies under `below` (line 5) and `at` (line 6), a new payload under
+        // `top` (line 7: a suspect), and a copy of key 1 (line 9).
+        spill(&mut s, &[rec(below, 2, 5, 0), rec(at, 3, 6, 1)]);
+        spill(&mut s, &[rec(1, 1, 9, 3), rec(top, 40, 7, 2)]);
+        let m = merge(&mut s, 4, 9, || {}).unwrap();
+        assert_eq!(m.duplicates, 3);
+        assert_eq!(m.drops.ones().collect::<Vec<_>>(), [0, 1, 3]);
+        assert_eq!(m.dup_lines.ones().collect::<Vec<_>>(), [5, 6, 9]);
+        assert_eq!(m.suspects, [(7, top)]);
+        assert_eq!(m.runs_merged, 3);
+        assert_eq!(s.runs(), 0);
+    }
+
+    /// Each run is cut before its first record with a digest of the upper half; a
+    /// run all on one side gives the other an empty slice.
+    #[test]
+    fn split_cuts_each_run_at_the_first_digest_of_the_upper_half() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Scratch::create(root.path(), "r").unwrap();
+        let mid = SPLIT_KEY;
+        let runs: [&[u64]; 3] = [&[1, 5, mid - 1, mid, mid, u64::MAX], &[1, 2], &[mid]];
+        for keys in runs {
+            let recs: Vec<Record> = keys.iter().map(|&k| rec(k, 0, 1, 0)).collect();
+            spill(&mut s, &recs);
+        }
+        let (low, high) = split(&s.runs, SPLIT_KEY).unwrap();
+        let cuts: Vec<(u64, u64, u64)> = low
+            .iter()
+            .zip(&high)
+            .map(|(l, h)| (l.end, h.start, h.end))
+            .collect();
+        assert_eq!(cuts, [(120, 120, 240), (80, 80, 80), (0, 0, 40)]);
+        assert!(low.iter().all(|l| l.start == 0));
     }
 
     /// Exactly `FAN_IN` runs merge in one pass, with no round before it.

@@ -885,3 +885,40 @@ fn quiet_shows_only_the_totals_at_a_terminal() {
     assert_eq!(inputs.len(), names.len());
     assert_eq!(totals["totals"]["published"], 3);
 }
+
+/// A spilled run's replay reads the input a second time with a bar of its own,
+/// `replay` (drawn while the run waits at the before-replay pause), and the run
+/// then ends published.
+#[test]
+fn a_replay_draws_its_own_bar() {
+    let names = ["day1.jsonl"];
+    let inbox = inbox(&names, 20_000);
+    let args = run_args(1, &[]);
+    let env = run_env(
+        inbox.dir.path(),
+        &[
+            ("LANDING_PAUSE_AT", "before-replay"),
+            ("LANDING_TEST_SPILL_EVERY", "500"),
+            ("LANDING_TEST_SPILL_REPLAY", "true"),
+        ],
+    );
+    let mut run = TtyRun::start(&inbox, (150, 30), &args, &env);
+    run.pane.wait_for(
+        "the run paused before its replay, its bar drawn",
+        |screen| {
+            screen
+                .iter()
+                .any(|l| l == "landing: paused at BeforeReplay")
+                && screen
+                    .iter()
+                    .any(|l| is_bar(l) && l.starts_with("day1.jsonl") && l.contains("  replay "))
+        },
+    );
+    run.go_on();
+    let fin = run.finish();
+    assert_eq!(fin.code, 0, "{}", fin.scrollback.join("\n"));
+    let (inputs, _) = stdout_lines(&fin.stdout);
+    assert_eq!(inputs.len(), 1, "{}", fin.stdout);
+    assert_eq!(inputs[0]["action"], "published", "{}", fin.stdout);
+    assert_eq!(inputs[0]["spill"]["replayed"], true, "{}", fin.stdout);
+}

@@ -11,10 +11,13 @@
 //! digests of the lines it takes must sum to the pass's ([`LineSum`]). An input
 //! edited under the run, even to another valid line of the same length, fails it.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use fixedbitset::FixedBitSet;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 
 use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
@@ -24,6 +27,7 @@ use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
+use crate::progress::Progress;
 use crate::store::ObjectReader;
 
 /// What the pass left for the replay.
@@ -108,7 +112,8 @@ impl<'a> Replayer<'a> {
 }
 
 /// Read the input again and send the kept lines from the first held-back one on to
-/// `out` (the staging writer, or the encoder before it).
+/// `out` (the staging writer, or the encoder before it). `progress` counts the
+/// stored bytes read (the `replay` bar).
 // The scan's settings and the replay's own: a struct for one caller would only
 // rename them.
 #[allow(clippy::too_many_arguments)]
@@ -121,7 +126,15 @@ pub(super) async fn replay(
     replay: Replay,
     out: mpsc::Sender<Out>,
     hooks: Hooks,
+    progress: Progress,
 ) -> Result<()> {
+    let reader = ObjectReader {
+        size: reader.size,
+        body: Box::new(Counted {
+            inner: reader.body,
+            progress,
+        }),
+    };
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
     let (checked, workers): (Vec<_>, Vec<_>) = rxs
         .into_iter()
@@ -161,6 +174,33 @@ pub(super) async fn replay(
         (Err(e), _) if !lost => Err(e),
         (_, Err(e)) => Err(Error::store("replay", input, e)),
         (read, Ok(())) => read,
+    }
+}
+
+/// The stored bytes as they are read, counted on the replay's bar; the bar is done
+/// when the read is.
+struct Counted<R> {
+    inner: R,
+    progress: Progress,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        self.progress.inc(read as u64);
+        polled
+    }
+}
+
+impl<R> Drop for Counted<R> {
+    fn drop(&mut self) {
+        self.progress.finish();
     }
 }
 

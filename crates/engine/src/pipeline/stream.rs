@@ -143,9 +143,10 @@ async fn settle(
         ctx.trace.lap("merge");
     }
     if let Some(r) = resolution.replay {
-        ctx.hooks
-            .pause(PausePoint::BeforeReplay, ctx.terminal)
-            .await;
+        let terminal = ctx.terminal;
+        let progress =
+            terminal.progress("replay", &ctx.cfg.input_name, first_size, ctx.cfg.progress);
+        ctx.hooks.pause(PausePoint::BeforeReplay, terminal).await;
         let reader = ctx.input.read(&ctx.input_key).await?;
         let (c, hooks) = (contract.clone(), ctx.hooks);
         if reader.size != first_size {
@@ -156,7 +157,10 @@ async fn settle(
             );
             return Err(Error::store("replay", input, why));
         }
-        replay(reader, input, max_line, c, digester, r, out_tx, hooks).await?;
+        replay(
+            reader, input, max_line, c, digester, r, out_tx, hooks, progress,
+        )
+        .await?;
         ctx.trace.lap("replay");
     }
     Ok((v, resolution.drops, resolution.spill))

@@ -466,7 +466,7 @@ impl Terminal {
         })
     }
 
-    /// `stage` (`hash`, `land`, `check`) reads `total` bytes of the input `name`:
+    /// `stage` (`hash`, `land`, `check`, `replay`) reads `total` bytes of the input `name`:
     /// its bar, or a log line every few seconds.
     pub fn progress(&self, stage: &'static str, name: &str, total: u64, mode: Mode) -> Progress {
         let shown = match mode {

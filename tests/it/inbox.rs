@@ -863,7 +863,8 @@ fn deep_finds_each_drift_kind(w: &World, expect_shallow: &[(String, &str)], good
 /// `verify --deep` takes `run`'s memory budget: one too small for two objects read
 /// at once (each with a run's 64 MiB of buffers and an 8 MiB index, on a 48 MiB
 /// process base: 192 MiB) is a usage error; one that makes the index spill still
-/// finds a clean lake clean, and leaves no scratch behind.
+/// finds a clean lake clean, and leaves no scratch behind; a lake of one object
+/// reads it with the whole budget, two share it.
 #[test]
 fn verify_deep_reads_within_the_memory_budget() {
     let w = World::new(Kind::Local, "deep-budget");
@@ -922,6 +923,31 @@ fn verify_deep_reads_within_the_memory_budget() {
     assert!(runs >= 5, "{runs} runs:\n{}", v.stderr);
     let left: Vec<_> = std::fs::read_dir(scratch).unwrap().collect();
     assert!(left.is_empty(), "scratch left: {left:?}");
+    // The share, as RUNBOOK gives it: (budget - 48 MiB) / reads at once - 64 MiB.
+    // One published object is read alone, with the whole budget: 144 MiB of 256.
+    let args = [
+        "verify",
+        "--lake",
+        &lake,
+        "--deep",
+        "--max-memory",
+        "256MiB",
+    ];
+    let info = [("LANDING_LOG_LEVEL", "info")];
+    let v = w.landing(&args, &info);
+    assert_eq!(v.code, Some(0), "{}\n{}", v.stdout, v.stderr);
+    assert!(
+        v.stderr.contains(&format!("index_share={}", 144u64 << 20)),
+        "{}",
+        v.stderr
+    );
+    // Two are read at once, sharing it: 40 MiB each.
+    let second = w.put_input(&day(2), &generated(100, 42));
+    assert_eq!(w.run(&second, &[]).code, Some(0));
+    let v = w.landing(&args, &info);
+    assert_eq!(v.code, Some(0), "{}\n{}", v.stdout, v.stderr);
+    let share = format!("index_share={}", 40u64 << 20);
+    assert_eq!(v.stderr.matches(&share).count(), 2, "{}", v.stderr);
 }
 
 /// `verify --deep` tells a valid line that is not in its canonical form, a last line

@@ -49,6 +49,9 @@ pub(super) async fn deep_findings(
         lines = p.lines,
         spilled_bytes = spill.spilled_bytes,
         spill_runs = spill.runs,
+        index_share = %budget
+            .share
+            .map_or_else(|| "unlimited".to_owned(), |b| b.to_string()),
         "verify --deep read"
     );
     let mut findings = Vec::new();

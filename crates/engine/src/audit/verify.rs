@@ -216,11 +216,16 @@ async fn unnamed_findings(
 pub const DEEP_READS: usize = 2;
 
 /// One deep read's share of the budget: the process's, less its base, divided
-/// among [`DEEP_READS`] (`DeepConfig::memory` counts them as its jobs), less a run's
-/// buffers, as a landing's index share is.
-fn budget(d: &DeepConfig) -> Budget {
+/// among the `reads` at once (at most [`DEEP_READS`], which `DeepConfig::memory`
+/// counts as its jobs; a lake of one published object gives it the whole budget),
+/// less a run's buffers, as a landing's index share is.
+fn budget(d: &DeepConfig, reads: usize) -> Budget {
+    let memory = crate::budget::Memory {
+        jobs: reads.clamp(1, d.memory.jobs.max(1)),
+        ..d.memory
+    };
     Budget {
-        share: d.memory.index_share(0),
+        share: memory.index_share(0),
         scratch_dir: d.scratch_dir.clone(),
         hooks: Hooks {
             spill_every: d.spill_every,
@@ -249,7 +254,7 @@ pub async fn verify(cfg: &AuditConfig, deep: Option<&DeepConfig>) -> Result<i32>
     } else {
         AUDIT_CONCURRENCY
     };
-    let budget = deep.map(budget);
+    let budget = deep.map(|d| budget(d, n.min(names.len())));
     let all = in_order(&lake, &cfg.product, names, n, move |lake, p, name| {
         let (contract, budget) = (contract.clone(), budget.clone());
         async move { verify_one(&*lake, &p, &name, budget, contract).await }

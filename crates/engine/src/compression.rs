@@ -12,7 +12,6 @@ use std::io::{Read, Write};
 
 use bytes::{Bytes, BytesMut};
 use clap::ValueEnum;
-use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
@@ -259,24 +258,18 @@ impl<F: FnMut(&[u8]) + Send> Content for Each<F> {
     }
 }
 
-/// An object's stored bytes, the first of them perhaps already read.
+/// An object's stored bytes.
 pub struct ObjectChunks<'a> {
     pub reader: ObjectReader,
     pub location: &'a str,
-    /// Bytes read before (to tell the codec), handed on first.
-    pub first: Option<Bytes>,
 }
 
 impl Stored for ObjectChunks<'_> {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
-        if let Some(b) = self.first.take() {
-            return Ok(Some(b));
-        }
         let mut buf = BytesMut::with_capacity(DECODED_CHUNK);
         let n = self
             .reader
-            .body
-            .read_buf(&mut buf)
+            .read_chunk(&mut buf)
             .await
             .map_err(|e| Error::store("read", self.location, e))?;
         Ok((n > 0).then(|| buf.freeze()))
@@ -352,11 +345,16 @@ pub async fn read_content_into(
     location: &str,
     content: &mut impl Content,
 ) -> Result<Option<Broken>> {
-    let mut stored = ObjectChunks {
-        reader,
-        location,
-        first: None,
-    };
+    let mut stored = ObjectChunks { reader, location };
+    read_stored_into(&mut stored, location, content).await
+}
+
+/// [`read_content_into`] from stored chunks of any source (the replay counts them).
+pub async fn read_stored_into(
+    stored: &mut impl Stored,
+    location: &str,
+    content: &mut impl Content,
+) -> Result<Option<Broken>> {
     let mut first = stored.next_chunk().await?.unwrap_or_default();
     while first.len() < Codec::SNIFF_LEN {
         let Some(more) = stored.next_chunk().await? else {
@@ -365,8 +363,26 @@ pub async fn read_content_into(
         first = [first, more].concat().into();
     }
     let codec = Codec::sniff(&first);
-    stored.first = Some(first).filter(|b| !b.is_empty());
+    let mut stored = Prefixed {
+        first: Some(first).filter(|b| !b.is_empty()),
+        rest: stored,
+    };
     decode_with(codec, u64::MAX, location, &mut stored, content).await
+}
+
+/// Stored chunks after the bytes read to tell their codec.
+struct Prefixed<'s, S> {
+    first: Option<Bytes>,
+    rest: &'s mut S,
+}
+
+impl<S: Stored> Stored for Prefixed<'_, S> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
+        match self.first.take() {
+            Some(b) => Ok(Some(b)),
+            None => self.rest.next_chunk().await,
+        }
+    }
 }
 
 /// Read until `buf` is full or the stream ends; the bytes read.

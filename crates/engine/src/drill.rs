@@ -23,7 +23,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
 
 use crate::compression::{encode_all, OutputCompression};
 use crate::config::DrillConfig;
@@ -124,15 +123,16 @@ impl Scratch {
             Err(e) => return Err(e),
         };
         let mut h = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
+        let mut buf = bytes::BytesMut::with_capacity(1 << 20);
         loop {
-            let n = r.body.read(&mut buf).await.map_err(|e| {
+            buf.clear();
+            let n = r.read_chunk(&mut buf).await.map_err(|e| {
                 Error::store("read published", self.store.location(&self.layout.raw), e)
             })?;
             if n == 0 {
                 return Ok(hex(&h.finalize()));
             }
-            h.update(&buf[..n]);
+            h.update(&buf);
         }
     }
 

@@ -12,6 +12,7 @@
 //!
 //! Map:
 //! - `location.rs`: [`Location`], a path or an S3 bucket and key;
+//! - `reader.rs`: [`ObjectReader`], a streaming read, in chunks or as an `AsyncRead`;
 //! - this file: [`open`], the [`Store`] and [`Lake`] traits and the values they
 //!   speak in ([`ObjectMeta`], [`Version`], [`Condition`], [`Staged`], [`Fence`]),
 //!   and the run's write [`Gate`] (its lease deadline, its bounded local locks and
@@ -31,16 +32,17 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tokio::io::AsyncRead;
 
 use landing_error::{Error, Result};
 
 pub mod local;
 mod location;
 pub mod memory;
+mod reader;
 pub mod s3;
 
 pub use location::Location;
+pub use reader::ObjectReader;
 
 use local::LocalStore;
 use s3::{S3Options, S3Store};
@@ -367,12 +369,6 @@ pub enum Condition {
 pub struct Versioned {
     pub bytes: Bytes,
     pub version: String,
-}
-
-/// A streaming read of an input.
-pub struct ObjectReader {
-    pub body: Box<dyn AsyncRead + Send + Unpin>,
-    pub size: u64,
 }
 
 /// A completed staging object, not yet visible under its published name.

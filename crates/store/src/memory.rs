@@ -249,10 +249,10 @@ impl Store for MemoryStore {
         let body = body.ok_or_else(|| Error::NotFound {
             location: self.location(key),
         })?;
-        Ok(ObjectReader {
-            size: body.len() as u64,
-            body: Box::new(std::io::Cursor::new(body)),
-        })
+        Ok(ObjectReader::new(
+            std::io::Cursor::new(body.clone()),
+            body.len() as u64,
+        ))
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {

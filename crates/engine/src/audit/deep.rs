@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use tokio::io::AsyncReadExt;
-
 use super::Finding;
 use crate::checkpoint::Current;
 use crate::contract::Contract;
@@ -179,17 +177,17 @@ async fn quarantine_findings(
     let records = match lake.read(&layout.quarantine).await {
         Ok(mut r) => {
             let mut count = 0u64;
-            let mut buf = vec![0u8; 1 << 16];
+            let mut buf = bytes::BytesMut::with_capacity(1 << 16);
             loop {
+                buf.clear();
                 let k = r
-                    .body
-                    .read(&mut buf)
+                    .read_chunk(&mut buf)
                     .await
                     .map_err(|e| crate::Error::store("read", &qloc, e))?;
                 if k == 0 {
                     break;
                 }
-                count += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+                count += buf.iter().filter(|&&b| b == b'\n').count() as u64;
             }
             Some(count)
         }

@@ -11,13 +11,10 @@
 //! digests of the lines it takes must sum to the pass's ([`LineSum`]). An input
 //! edited under the run, even to another valid line of the same length, fails it.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use fixedbitset::FixedBitSet;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 
 use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
@@ -128,12 +125,12 @@ pub(super) async fn replay(
     hooks: Hooks,
     progress: Progress,
 ) -> Result<()> {
-    let reader = ObjectReader {
-        size: reader.size,
-        body: Box::new(Counted {
-            inner: reader.body,
-            progress,
-        }),
+    let mut stored = Counted {
+        chunks: compression::ObjectChunks {
+            reader,
+            location: input,
+        },
+        progress,
     };
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
     let (checked, workers): (Vec<_>, Vec<_>) = rxs
@@ -149,7 +146,8 @@ pub(super) async fn replay(
         lost: false,
     };
     let seq = tokio::task::spawn_blocking(move || sequence(&replay, checked, &out, hooks));
-    let read = compression::read_content_into(reader, input, &mut dealer).await;
+    let read = compression::read_stored_into(&mut stored, input, &mut dealer).await;
+    drop(stored);
     let read = match read {
         // The pass hashed this stream whole: a broken one now is another stream.
         Ok(Some(b)) => Err(Error::store(
@@ -179,26 +177,22 @@ pub(super) async fn replay(
 
 /// The stored bytes as they are read, counted on the replay's bar; the bar is done
 /// when the read is.
-struct Counted<R> {
-    inner: R,
+struct Counted<'a> {
+    chunks: compression::ObjectChunks<'a>,
     progress: Progress,
 }
 
-impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let read = buf.filled().len() - before;
-        self.progress.inc(read as u64);
-        polled
+impl compression::Stored for Counted<'_> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
+        let chunk = self.chunks.next_chunk().await?;
+        if let Some(c) = &chunk {
+            self.progress.inc(c.len() as u64);
+        }
+        Ok(chunk)
     }
 }
 
-impl<R> Drop for Counted<R> {
+impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.progress.finish();
     }

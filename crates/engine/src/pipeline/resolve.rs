@@ -425,10 +425,8 @@ mod tests {
         take(&mut seq);
         let bytes = input.to_vec();
         let reread = || async move {
-            Ok(ObjectReader {
-                size: bytes.len() as u64,
-                body: Box::new(std::io::Cursor::new(bytes)),
-            })
+            let size = bytes.len() as u64;
+            Ok(ObjectReader::new(std::io::Cursor::new(bytes), size))
         };
         let r = resolve(&mut seq, &progress, d, 200, "input", hooks, reread)
             .await

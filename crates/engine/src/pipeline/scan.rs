@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::batch::{check_batch, Batch, Checked, Compare};
@@ -259,8 +258,7 @@ impl Raw<'_> {
 
     async fn read_into(&mut self, buf: &mut BytesMut) -> Result<usize> {
         self.reader
-            .body
-            .read_buf(buf)
+            .read_chunk(buf)
             .await
             .map_err(|e| Error::store("read input", self.input, e))
     }

@@ -48,7 +48,6 @@ pub(super) async fn second_pass(
     let mut stored = compression::ObjectChunks {
         reader,
         location: &location,
-        first: None,
     };
     let decoded =
         compression::decode_with(codec, u64::MAX, &location, &mut stored, &mut rewrite).await;

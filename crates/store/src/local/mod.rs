@@ -95,6 +95,32 @@ fn meta_of(md: &fs::Metadata) -> ObjectMeta {
     }
 }
 
+/// One `read(2)` of `file` into the spare capacity of `buf` (which the caller
+/// made non-empty), without zeroing it first; the bytes read.
+pub(crate) fn read_spare(file: &mut File, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let spare = buf.spare_capacity_mut();
+    let (ptr, room) = (spare.as_mut_ptr(), spare.len());
+    loop {
+        // SAFETY: `ptr` and `room` are the spare capacity of `buf`, borrowed
+        // mutably here; read(2) writes at most `room` bytes there.
+        let n = unsafe { libc::read(file.as_raw_fd(), ptr.cast(), room) };
+        match usize::try_from(n) {
+            Ok(n) => {
+                // SAFETY: read(2) initialised the first `n <= room` spare bytes.
+                unsafe { buf.set_len(buf.len() + n) };
+                return Ok(n);
+            }
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
 fn metadata_opt(path: &Path) -> io::Result<Option<fs::Metadata>> {
     match fs::metadata(path) {
         Ok(md) => Ok(Some(md)),
@@ -167,24 +193,20 @@ impl Store for LocalStore {
 
     async fn read(&self, key: &str) -> Result<ObjectReader> {
         let path = self.path(key)?;
-        let file = tokio::fs::File::open(&path)
-            .await
-            .map_err(|e| self.err("open", &path, e))?;
-        let md = file
-            .metadata()
-            .await
-            .map_err(|e| self.err("stat", &path, e))?;
-        if !md.is_file() {
-            return Err(Error::store(
-                "open",
-                path.display().to_string(),
-                "not a regular file",
-            ));
-        }
-        Ok(ObjectReader {
-            body: Box::new(file),
-            size: md.len(),
+        let store = self.clone();
+        blocking(move || {
+            let file = File::open(&path).map_err(|e| store.err("open", &path, e))?;
+            let md = file.metadata().map_err(|e| store.err("stat", &path, e))?;
+            if !md.is_file() {
+                return Err(Error::store(
+                    "open",
+                    path.display().to_string(),
+                    "not a regular file",
+                ));
+            }
+            Ok(ObjectReader::file(file, md.len()))
         })
+        .await
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {

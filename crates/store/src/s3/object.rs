@@ -43,10 +43,7 @@ impl S3Store {
             self.cfg.read_timeout,
             loc,
         );
-        Ok(ObjectReader {
-            body: Box::new(body),
-            size,
-        })
+        Ok(ObjectReader::new(body, size))
     }
 
     pub(super) async fn head_object(&self, key: &str) -> Result<Option<ObjectMeta>> {
@@ -362,14 +359,14 @@ mod tests {
             ..S3Options::default()
         };
         let store = store_at(addr, cfg);
-        let mut reader = store
+        let reader = store
             .read("inbox/a.jsonl")
             .await
             .expect("GetObject answered");
         assert_eq!(reader.size, 100);
         let mut got = Vec::new();
+        let mut reader = reader.into_async_read();
         let err = reader
-            .body
             .read_to_end(&mut got)
             .await
             .expect_err("a stalled body must fail");

@@ -52,10 +52,53 @@ impl Default for Carry {
 
 /// End (index of the closing quote) of a string whose content starts at `i`, and
 /// whether the content is all ASCII. `None` for an escape, a control character or
-/// a missing quote. Word at a time: string bytes are most of every line.
+/// a missing quote. Sixteen bytes at a time where SSE2 is (every x86-64), then a
+/// word at a time: string bytes are most of every line.
+#[inline(always)]
 fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+            _mm_set1_epi8,
+        };
+        let mut j = from;
+        let mut high = 0u32;
+        while let Some(chunk) = b.get(j..j + 16) {
+            // SAFETY: SSE2 is part of every x86-64 (the target's baseline), and
+            // `chunk` is 16 bytes in bounds (the load takes any alignment).
+            let (non_ascii, any) = unsafe {
+                let v = _mm_loadu_si128(chunk.as_ptr().cast());
+                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+                // Signed: below 0x20 is a control character, or a byte >= 0x80.
+                let below = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+                let any = _mm_or_si128(_mm_or_si128(quote, backslash), below);
+                (_mm_movemask_epi8(v), _mm_movemask_epi8(any))
+            };
+            // One bit per byte: the masks fit 16 bits, so the casts are lossless.
+            let non_ascii = non_ascii as u32;
+            let special = any as u32 & !non_ascii;
+            if special != 0 {
+                let k = special.trailing_zeros();
+                high |= non_ascii & ((1 << k) - 1);
+                let j = j + k as usize;
+                return (b[j] == b'"').then_some((j, high == 0));
+            }
+            high |= non_ascii;
+            j += 16;
+        }
+        string_end_words(b, j, high != 0)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    string_end_words(b, from, false)
+}
+
+/// [`string_end`] a word at a time from `from`; `non_ascii`: bytes before `from`
+/// were.
+fn string_end_words(b: &[u8], from: usize, non_ascii: bool) -> Option<(usize, bool)> {
     let mut j = from;
-    let mut high = 0u64;
+    let mut high = u64::from(non_ascii) << 7;
     while let Some(w) = word_at(b, j) {
         // Lowest flag is a true one (see scan::bytes_equal).
         let special =
@@ -342,7 +385,12 @@ fn write(
     let mut id = 0..0;
     for (k, f) in t.fields.iter().enumerate() {
         let s = slots[k];
-        at = put(buf, at, &t.prefixes, f.prefix.clone());
+        at = if f.prefix_len <= BLOCK {
+            buf[at..at + BLOCK].copy_from_slice(&f.prefix_head);
+            at + f.prefix_len
+        } else {
+            put(buf, at, &t.prefixes, f.prefix.clone())
+        };
         if seen & (1u64 << k) == 0 || s.start == NULL {
             at = put(buf, at, NULL_PADDED, 0..4);
             continue;
@@ -545,6 +593,40 @@ mod tests {
                 .filter(|&k| hay[from + k] == b'"')
                 .map(|k| (from + k, hay[from..from + k].is_ascii()));
             assert_eq!(string_end(&hay, from), naive, "{hay:?} from {from}");
+        }
+    }
+
+    /// Strings as producers write them, longer than one 16-byte step: one special
+    /// byte (or none) at any place, non-ASCII bytes before or after it.
+    #[test]
+    fn string_end_matches_a_byte_loop_on_long_strings() {
+        let mut rng = Rng(12);
+        let special = [b'"', b'\\', 0x00, 0x1F];
+        let plain = [b'a', b'0', b' ', 0x7F, b'~'];
+        for _ in 0..50_000 {
+            let len = 1 + rng.below(80);
+            let mut hay: Vec<u8> = (0..len).map(|_| plain[rng.below(plain.len())]).collect();
+            if rng.below(8) != 0 {
+                hay[rng.below(len)] = special[rng.below(special.len())];
+            }
+            if rng.below(3) == 0 {
+                let at = rng.below(len);
+                if hay[at].is_ascii_alphanumeric() {
+                    hay[at] = [0x80, 0xC3, 0xFF][rng.below(3)];
+                }
+            }
+            let from = rng.below(len + 1);
+            let naive = hay[from..]
+                .iter()
+                .position(|&c| matches!(c, b'"' | b'\\' | 0..=0x1F))
+                .filter(|&k| hay[from + k] == b'"')
+                .map(|k| (from + k, hay[from..from + k].is_ascii()));
+            assert_eq!(string_end(&hay, from), naive, "{hay:?} from {from}");
+            assert_eq!(
+                string_end_words(&hay, from, false),
+                naive,
+                "{hay:?} from {from}"
+            );
         }
     }
 

@@ -103,6 +103,10 @@ pub(super) struct Field {
     pub(super) nullable: bool,
     /// `"name":` (with a leading `,` but for the first field) in `Table::prefixes`.
     pub(super) prefix: Range<usize>,
+    /// Its length, and its first `BLOCK` bytes zero-padded: one copy of a constant
+    /// size writes a short prefix without the checks of [`put`].
+    pub(super) prefix_len: usize,
+    pub(super) prefix_head: [u8; BLOCK],
 }
 
 /// A contract compiled for the single pass; fields in canonical order.
@@ -146,11 +150,16 @@ impl Table {
             .map(|f| {
                 let at = prefixes.len();
                 prefixes.extend_from_slice(&f.prefix);
+                let mut prefix_head = [0u8; BLOCK];
+                let n = f.prefix.len().min(BLOCK);
+                prefix_head[..n].copy_from_slice(&f.prefix[..n]);
                 Field {
                     key: Probe::new(&f.name),
                     value: value(f),
                     nullable: f.nullable,
                     prefix: at..prefixes.len(),
+                    prefix_len: f.prefix.len(),
+                    prefix_head,
                 }
             })
             .collect();

@@ -58,6 +58,48 @@ impl std::hash::Hash for UtcTime {
     }
 }
 
+/// Digit bytes of `YYYY-MM-`, `DDTHH:MM` (only `DD` is read from it) and
+/// `HH:MM:SS` as little-endian words (byte `k` of the text is byte `k` of the word),
+/// and where their separators are.
+const DATE_DIGITS: u64 = 0x00FF_FF00_FFFF_FFFF;
+const DATE_DASHES: u64 = 0xFF00_00FF_0000_0000;
+const DATE_DASH_BYTES: u64 = 0x2D00_002D_0000_0000;
+const DAY_DIGITS: u64 = 0x0000_0000_0000_FFFF;
+const CLOCK_DIGITS: u64 = 0xFFFF_00FF_FF00_FFFF;
+const CLOCK_COLONS: u64 = 0x0000_FF00_00FF_0000;
+const CLOCK_COLON_BYTES: u64 = 0x0000_3A00_003A_0000;
+const ZEROS: u64 = 0x3030_3030_3030_3030;
+const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+
+/// Eight bytes as a little-endian word; `b` has at least eight.
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(w)
+}
+
+/// Whether the bytes of `w` under `digits` are ASCII digits and those under
+/// `seps` equal those of `sep_bytes`.
+fn digits_and(w: u64, digits: u64, seps: u64, sep_bytes: u64) -> bool {
+    let (high, zeros) = (digits & HIGH_NIBBLES, digits & ZEROS);
+    // `0x30..=0x3F` and, 6 added, still `0x3_`: `0x30..=0x39`. Adding 6 to a byte
+    // of `0x3_` carries into no other byte.
+    w & (high | seps) == zeros | sep_bytes
+        && w.wrapping_add(digits & 0x0606_0606_0606_0606) & high == zeros
+}
+
+/// The two-digit values of the digits under `digits` (checked by [`digits_and`]):
+/// byte `k` of the result is ten times digit `k` plus digit `k + 1`, at most 99,
+/// so no byte carries into the next.
+fn pairs(w: u64, digits: u64) -> u64 {
+    let d = (w & digits) ^ (digits & ZEROS);
+    d * 10 + (d >> 8)
+}
+
+fn byte(w: u64, k: u32) -> u32 {
+    u32::from((w >> (8 * k)) as u8)
+}
+
 /// Value of two ASCII digits; `None` if either is not a digit.
 fn two_digits(hi: u8, lo: u8) -> Option<u32> {
     let (h, l) = (hi.wrapping_sub(b'0'), lo.wrapping_sub(b'0'));
@@ -95,23 +137,32 @@ pub fn parse_event_time(s: &str) -> Option<UtcTime> {
 // in pieces and bounds-check again.
 #[allow(clippy::too_many_lines)]
 pub(super) fn parse_event_time_bytes(b: &[u8]) -> Option<UtcTime> {
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
+    // `YYYY-MM-DDTHH:MM:SS` as three words: `YYYY-MM-`, `DD` (and the separator,
+    // checked alone), `HH:MM:SS`. A word's digits and separators are checked at
+    // once, where a byte at a time was a third of the parser's instructions.
+    let (date, day_word, clock) = match (b.get(..8), b.get(8..16), b.get(11..19)) {
+        (Some(d), Some(w), Some(c)) if b.len() >= 20 => (word(d), word(w), word(c)),
+        _ => return None,
+    };
+    if !digits_and(date, DATE_DIGITS, DATE_DASHES, DATE_DASH_BYTES)
+        || !digits_and(day_word, DAY_DIGITS, 0, 0)
         || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
+        || !digits_and(clock, CLOCK_DIGITS, CLOCK_COLONS, CLOCK_COLON_BYTES)
     {
         return None;
     }
-    let d2 = |i: usize| two_digits(b[i], b[i + 1]);
+    let (date, day_word, clock) = (
+        pairs(date, DATE_DIGITS),
+        pairs(day_word, DAY_DIGITS),
+        pairs(clock, CLOCK_DIGITS),
+    );
     // Four digits, so 0..=9999 and the cast is lossless.
-    let year = (d2(0)? * 100 + d2(2)?) as i32;
-    let month = d2(5)?;
-    let day = d2(8)?;
-    let hour = d2(11)?;
-    let minute = d2(14)?;
-    let second = d2(17)?;
+    let year = (byte(date, 0) * 100 + byte(date, 2)) as i32;
+    let month = byte(date, 5);
+    let day = byte(day_word, 0);
+    let hour = byte(clock, 0);
+    let minute = byte(clock, 3);
+    let second = byte(clock, 6);
 
     let mut rest = &b[19..];
     let mut fraction: &[u8] = &[];
@@ -416,12 +467,17 @@ mod tests {
     #[test]
     fn event_time_rejects_another_separator_anywhere() {
         let good = "2026-03-02T14:02:11Z";
-        for at in [4, 7, 10, 13, 16] {
-            for c in [b'_', b'0'] {
+        for (at, allowed) in [
+            (4, &b"-"[..]),
+            (7, b"-"),
+            (10, b"Tt "),
+            (13, b":"),
+            (16, b":"),
+        ] {
+            for c in (0..=255u8).filter(|c| !allowed.contains(c)) {
                 let mut bad = good.as_bytes().to_vec();
                 bad[at] = c;
-                let bad = String::from_utf8(bad).expect("ASCII");
-                assert_eq!(utc(&bad), None, "{bad}");
+                assert!(parse_event_time_bytes(&bad).is_none(), "{c:#x} at {at}");
             }
         }
     }
@@ -435,11 +491,10 @@ mod tests {
             0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 23, 24,
         ];
         for at in digits {
-            for c in [b'a', b':', b'/'] {
+            for c in (0..=255u8).filter(|c| !c.is_ascii_digit()) {
                 let mut bad = good.as_bytes().to_vec();
                 bad[at] = c;
-                let bad = String::from_utf8(bad).expect("ASCII");
-                assert_eq!(utc(&bad), None, "{bad}");
+                assert!(parse_event_time_bytes(&bad).is_none(), "{c:#x} at {at}");
             }
         }
     }

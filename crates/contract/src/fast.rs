@@ -579,6 +579,18 @@ mod tests {
         }
     }
 
+    /// [`string_end`], and its word-at-a-time tail alone, against a byte loop.
+    fn assert_string_end(hay: &[u8], from: usize) {
+        let naive = hay[from..]
+            .iter()
+            .position(|&c| matches!(c, b'"' | b'\\' | 0..=0x1F))
+            .filter(|&k| hay[from + k] == b'"')
+            .map(|k| (from + k, hay[from..from + k].is_ascii()));
+        assert_eq!(string_end(hay, from), naive, "{hay:?} from {from}");
+        let words = string_end_words(hay, from, false);
+        assert_eq!(words, naive, "{hay:?} from {from}");
+    }
+
     #[test]
     fn string_end_matches_a_byte_loop() {
         let mut rng = Rng(11);
@@ -587,12 +599,7 @@ mod tests {
             let len = rng.below(40);
             let hay: Vec<u8> = (0..len).map(|_| pool[rng.below(pool.len())]).collect();
             let from = rng.below(len + 1);
-            let naive = hay[from..]
-                .iter()
-                .position(|&c| matches!(c, b'"' | b'\\' | 0..=0x1F))
-                .filter(|&k| hay[from + k] == b'"')
-                .map(|k| (from + k, hay[from..from + k].is_ascii()));
-            assert_eq!(string_end(&hay, from), naive, "{hay:?} from {from}");
+            assert_string_end(&hay, from);
         }
     }
 
@@ -616,17 +623,7 @@ mod tests {
                 }
             }
             let from = rng.below(len + 1);
-            let naive = hay[from..]
-                .iter()
-                .position(|&c| matches!(c, b'"' | b'\\' | 0..=0x1F))
-                .filter(|&k| hay[from + k] == b'"')
-                .map(|k| (from + k, hay[from..from + k].is_ascii()));
-            assert_eq!(string_end(&hay, from), naive, "{hay:?} from {from}");
-            assert_eq!(
-                string_end_words(&hay, from, false),
-                naive,
-                "{hay:?} from {from}"
-            );
+            assert_string_end(&hay, from);
         }
     }
 
@@ -789,6 +786,39 @@ mod tests {
                 text.contains(&format!(r#""event_id":"{id}","event_time""#)),
                 "{text}"
             );
+        }
+    }
+
+    /// Field names whose prefix (`,"name":`) fits the 32-byte block, fills it, or
+    /// runs past it: each is written whole, in either place of the form.
+    #[test]
+    fn field_names_longer_than_a_block_are_written_whole() {
+        for len in [1usize, 26, 27, 28, 29, 30, 31, 32, 60, 200] {
+            let names: Vec<String> = ["a", "b", "c"]
+                .iter()
+                .map(|first| format!("{first}{}", "x".repeat(len - 1)))
+                .collect();
+            let fields: Vec<String> = names
+                .iter()
+                .map(|n| format!(r#"{{"name":"{n}","type":"string"}}"#))
+                .collect();
+            let file = format!(
+                r#"{{"name":"long","version":"1","identity":"{}","max_line_bytes":65536,"prohibited":[],"fields":[{}]}}"#,
+                names[0],
+                fields.join(",")
+            );
+            let c = Contract::load(file.as_bytes()).expect("a valid contract");
+            let line = format!(
+                r#"{{"{}":"v2","{}":"v0","{}":"v1"}}"#,
+                names[2], names[0], names[1]
+            );
+            let mut out = Vec::new();
+            canonicalize(&c, line.as_bytes(), &mut out).expect("taken");
+            let want = format!(
+                r#"{{"{}":"v0","{}":"v1","{}":"v2"}}"#,
+                names[0], names[1], names[2]
+            );
+            assert_eq!(String::from_utf8(out).expect("UTF-8"), want, "{len}");
         }
     }
 

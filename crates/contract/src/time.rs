@@ -141,7 +141,8 @@ pub(super) fn parse_event_time_bytes(b: &[u8]) -> Option<UtcTime> {
     // checked alone), `HH:MM:SS`. A word's digits and separators are checked at
     // once, where a byte at a time was a third of the parser's instructions.
     let (date, day_word, clock) = match (b.get(..8), b.get(8..16), b.get(11..19)) {
-        (Some(d), Some(w), Some(c)) if b.len() >= 20 => (word(d), word(w), word(c)),
+        // Nineteen bytes at least; the zone, a 20th at least, is matched below.
+        (Some(d), Some(w), Some(c)) => (word(d), word(w), word(c)),
         _ => return None,
     };
     if !digits_and(date, DATE_DIGITS, DATE_DASHES, DATE_DASH_BYTES)

@@ -249,10 +249,8 @@ impl Store for MemoryStore {
         let body = body.ok_or_else(|| Error::NotFound {
             location: self.location(key),
         })?;
-        Ok(ObjectReader::new(
-            std::io::Cursor::new(body.clone()),
-            body.len() as u64,
-        ))
+        let size = body.len() as u64;
+        Ok(ObjectReader::new(std::io::Cursor::new(body), size))
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {

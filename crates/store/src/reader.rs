@@ -89,3 +89,34 @@ impl AsyncRead for Abandoned {
         std::task::Poll::Ready(Err(std::io::Error::other("an earlier read was abandoned")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::io::Write;
+    use std::task::{Context, Waker};
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn a_read_dropped_mid_way_leaves_an_error_not_an_end() {
+        // A pipe with nothing in it yet: a read of it blocks until a byte comes.
+        let (rx, mut tx) = std::io::pipe().expect("pipe");
+        let file = std::fs::File::from(std::os::fd::OwnedFd::from(rx));
+        let mut reader = ObjectReader::file(file, 1);
+        let mut buf = bytes::BytesMut::new();
+        {
+            let mut read = std::pin::pin!(reader.read_chunk(&mut buf));
+            // One poll hands the file to the blocking read, which waits on the pipe.
+            let polled = read.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            assert!(polled.is_pending());
+        }
+        // The read was dropped with the file: what is left must not look like an end.
+        let again = reader.read_chunk(&mut buf).await.unwrap_err();
+        assert!(again.to_string().contains("abandoned"), "{again}");
+        let e = reader.into_async_read().read_u8().await.unwrap_err();
+        assert!(e.to_string().contains("abandoned"), "{e}");
+        // The blocking read ends once a byte comes, so the runtime can shut down.
+        tx.write_all(b"x").expect("write to the pipe");
+    }
+}

@@ -76,6 +76,14 @@ pub struct CommonArgs {
     #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
     pub id_digest_bits: Option<u32>,
 
+    /// Test hook: after a spill, the fingerprint table's room in events.
+    #[arg(long, env = "LANDING_TEST_SPILL_TABLE", hide = true)]
+    pub spill_table: Option<usize>,
+
+    /// Test hook: keep only N bits of the fingerprint table's canonical fingerprint.
+    #[arg(long, env = "LANDING_TEST_FINGERPRINT_BITS", hide = true)]
+    pub fingerprint_bits: Option<u32>,
+
     /// Log format on stderr.
     #[arg(
         long,

@@ -240,6 +240,8 @@ impl CommonArgs {
             spill_every: self.spill_every.filter(|&n| n > 0),
             spill_replay: self.spill_replay,
             id_digest_bits: self.id_digest_bits,
+            spill_table: self.spill_table,
+            fingerprint_bits: self.fingerprint_bits,
             ..Hooks::default()
         }
     }

@@ -108,12 +108,13 @@ fn expected_seen(input: &[u8], cap: u64) -> Seen {
 /// and copies the staged output without later copies (the second pass).
 const WAYS: [&str; 2] = ["true", "false"];
 
-/// Each corpus, spilling every 3 events, either way, gives exactly what the
+/// Each corpus, spilling every 3 events, either way from the spill on (no
+/// fingerprint table) or through a table of 6 events first, gives exactly what the
 /// reference model says: exit code, counts, reason, published and quarantine bytes.
 fn a_spilling_run_matches_the_model(kind: Kind) {
     for (name, input, cap) in corpus() {
         let expected = expected_seen(&input, cap);
-        for way in WAYS {
+        for way in WAYS.into_iter().chain(["table"]) {
             let name = format!("{name}, replay {way}");
             let w = World::new(kind, "spilled");
             let arg = w.put_input(DAY, &input);
@@ -121,12 +122,20 @@ fn a_spilling_run_matches_the_model(kind: Kind) {
             let d = dir.to_str().unwrap();
             let cap_arg = cap.to_string();
             let all = ["--max-rejected-lines", &cap_arg, "--scratch-dir", d];
-            let env = [
-                ("LANDING_TEST_SPILL_EVERY", "3"),
-                ("LANDING_TEST_SPILL_REPLAY", way),
-            ];
+            let mut env = vec![("LANDING_TEST_SPILL_EVERY", "3")];
+            if way != "table" {
+                env.extend([
+                    ("LANDING_TEST_SPILL_REPLAY", way),
+                    ("LANDING_TEST_SPILL_TABLE", "0"),
+                ]);
+            }
             let r = w.run_env(&arg, &all, &env);
             assert_eq!(seen(&w, &r), expected, "{name}: {}", r.stderr);
+            if way == "table" {
+                assert!(scratch_is_empty(&dir), "{name}: scratch left behind");
+                assert!(w.leftovers().is_empty(), "{name}: {:?}", w.leftovers());
+                continue;
+            }
             let spill = &r.summary.as_ref().unwrap()["spill"];
             if expected.counts[0].as_u64().unwrap() <= 3 {
                 // Refused before a fourth event: nothing to spill.
@@ -297,11 +306,72 @@ fn an_input_edited_before_the_replay_fails_the_run(kind: Kind) {
     assert!(scratch_is_empty(&dir), "scratch left");
 }
 
+/// A fingerprint table with room for the whole day (`LANDING_TEST_SPILL_TABLE`)
+/// decides every copy during the pass: the model's bytes and counts, with neither a
+/// replay nor a second pass, though the day spilled early and has copies throughout.
+fn a_table_with_room_decides_every_copy_in_the_pass(kind: Kind) {
+    let input = generated(3000, 7);
+    let expected = expected_seen(&input, 0);
+    assert!(
+        expected.counts[2].as_u64().unwrap() > 0,
+        "no copies to decide"
+    );
+    let w = World::new(kind, "table");
+    let arg = w.put_input(DAY, &input);
+    let dir = scratch(&w);
+    let all = ["--scratch-dir", dir.to_str().unwrap()];
+    let env = [
+        ("LANDING_TEST_SPILL_EVERY", "50"),
+        ("LANDING_TEST_SPILL_TABLE", "100000"),
+    ];
+    let r = w.run_env(&arg, &all, &env);
+    assert_eq!(seen(&w, &r), expected, "{}", r.stderr);
+    let spill = &r.summary.as_ref().unwrap()["spill"];
+    assert!(spill["runs"].as_u64().is_some_and(|n| n > 1), "{spill}");
+    assert_eq!(spill["replayed"], false, "{spill}");
+    assert_eq!(spill["second_pass"], false, "{spill}");
+    assert!(scratch_is_empty(&dir), "scratch left behind");
+}
+
+/// A table that takes distinct events for copies (the test hooks keep no canonical
+/// bits and squeeze the ids into three digests): the merge catches the first wrong
+/// call, the run fails with exit 1 and says to run again, and nothing is published,
+/// checkpointed or left in scratch. The same day without the hook lands whole.
+fn a_copy_the_table_called_wrongly_fails_the_run(kind: Kind) {
+    let input = generated(1500, 11);
+    let w = World::new(kind, "wrong-copy");
+    let arg = w.put_input(DAY, &input);
+    let dir = scratch(&w);
+    let all = ["--scratch-dir", dir.to_str().unwrap()];
+    let squeezed = [
+        ("LANDING_TEST_SPILL_EVERY", "50"),
+        ("LANDING_TEST_ID_DIGEST_BITS", "2"),
+    ];
+    let mut env = squeezed.to_vec();
+    env.push(("LANDING_TEST_FINGERPRINT_BITS", "0"));
+    let r = w.run_env(&arg, &all, &env);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the fingerprint table took line") && r.stderr.contains("run again"),
+        "{}",
+        r.stderr
+    );
+    assert!(w.get(RAW).is_none(), "published a day with a line missing");
+    assert_eq!(checkpoint_sha(&w, CKPT), None, "checkpointed");
+    assert!(scratch_is_empty(&dir), "scratch left");
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    let r = w.run_env(&arg, &all, &squeezed);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(w.get(RAW).unwrap(), expected_publish(&input));
+}
+
 matrix! {
     a_spilling_run_matches_the_model: [local, seaweed, moto];
     copies_before_the_spill_choose_the_replay: [local, seaweed];
     a_crash_at_each_spill_step_reruns_to_the_same_bytes: [local, seaweed, moto];
     an_input_edited_before_the_replay_fails_the_run: [local, seaweed];
+    a_table_with_room_decides_every_copy_in_the_pass: [local, seaweed];
+    a_copy_the_table_called_wrongly_fails_the_run: [local, seaweed];
 }
 
 /// Distinct ids squeezed into three id digests: nothing refused, nothing dropped,

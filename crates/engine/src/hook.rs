@@ -27,6 +27,12 @@ pub struct Hooks {
     /// After a spill, hold the lines back for a replay (`true`) or stage them as they
     /// come (`false`), whatever the copies seen before the spill suggest.
     pub spill_replay: Option<bool>,
+    /// After a spill, the fingerprint table's room in events (default: twice
+    /// `spill_every` under that hook; 0 holds every line from the spill on).
+    pub spill_table: Option<usize>,
+    /// Keep only this many bits of the table's canonical fingerprint, so it takes
+    /// distinct events for copies and the merge must catch it.
+    pub fingerprint_bits: Option<u32>,
 }
 
 impl Hooks {

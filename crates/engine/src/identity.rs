@@ -260,8 +260,7 @@ impl Drop for DedupIndex {
     fn drop(&mut self) {
         // The thread must be done with the table's address before it is freed.
         if let Some(p) = self.prefault.take() {
-            p.stop.store(true, Ordering::Relaxed);
-            let _ = p.thread.join();
+            p.stop();
         }
     }
 }
@@ -271,19 +270,25 @@ impl Drop for DedupIndex {
 /// fresh page: on a peak day that is over a GiB of first touches.
 /// `MADV_POPULATE_WRITE` (Linux 5.14) maps zeroed pages without accessing the
 /// memory, so it never races with the inserts: a page already there is left as is.
-struct Prefault {
+pub(crate) struct Prefault {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Prefault {
+    /// Stop faulting and wait for the thread: call it before the table is freed.
+    pub(crate) fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+
     /// Faulted per call, so a drop waits at most for one piece.
     const PIECE: usize = 16 << 20;
     /// Smaller tables are faulted in by the inserts.
     const MIN_BYTES: usize = 8 << 20;
 
     #[cfg(target_os = "linux")]
-    fn start(table: &[Slot]) -> Option<Prefault> {
+    pub(crate) fn start<T>(table: &[T]) -> Option<Prefault> {
         let bytes = std::mem::size_of_val(table);
         if bytes < Self::MIN_BYTES {
             return None; // small: faulting it in costs less than a thread
@@ -319,7 +324,7 @@ impl Prefault {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn start(_table: &[Slot]) -> Option<Prefault> {
+    pub(crate) fn start<T>(_table: &[T]) -> Option<Prefault> {
         None
     }
 }
@@ -327,12 +332,14 @@ impl Prefault {
 /// A zeroed table. `vec!` of zeroes comes from calloc, so pages are only touched
 /// when used; on Linux the range is also offered to transparent huge pages, which
 /// cuts the TLB misses of random inserts into a multi-GiB table.
-fn zeroed_table(slots: usize) -> Vec<Slot> {
-    let table = vec![[0u64; 3]; slots];
+pub(crate) fn zeroed_table<T: Clone + Default>(slots: usize) -> Vec<T> {
+    // `T::default()` is all zero bytes for the slot types here (u64 words), so
+    // `vec!` takes the zeroed allocation.
+    let table = vec![T::default(); slots];
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let bytes = slots * std::mem::size_of::<Slot>();
+        let bytes = slots * std::mem::size_of::<T>();
         if bytes >= 4 * HUGE {
             let start = table.as_ptr() as usize;
             let aligned = (start + HUGE - 1) & !(HUGE - 1);

@@ -147,12 +147,13 @@ where
     }
     let published = refusal.is_none();
     seq.resolve(counts, refusal);
-    Ok(ways(
+    ways(
         merged,
         from,
         published,
         (seq.output_lines(), seq.lines()),
-    ))
+        input,
+    )
 }
 
 /// How a spilled run writes what it kept: a replay of the lines it held back
@@ -163,11 +164,24 @@ fn ways(
     from: Option<((u64, u64), LineSum)>,
     published: bool,
     (outputs, lines): (u64, u64),
-) -> Resolution {
+    input: &str,
+) -> Result<Resolution> {
     let Some((m, scratch, _)) = merged else {
-        return Resolution::default();
+        return Ok(Resolution::default());
     };
     let (replay, drops) = match from {
+        Some((from, _))
+            if published && m.drops.ones().next().is_some_and(|o| (o as u64) < from.1) =>
+        {
+            // A staged line before the replay is a copy: the fingerprint table called
+            // it new or kept, which it never does for a copy (every kept event is in
+            // it). A replay cannot drop it, so the run fails rather than publish it.
+            return Err(Error::store(
+                "merge spilled index",
+                input,
+                "a line staged before the replay is a copy; nothing is published".to_owned(),
+            ));
+        }
         Some((from, sum)) if published => {
             let r = Replay {
                 from,
@@ -188,11 +202,11 @@ fn ways(
         second_pass: drops.is_some(),
         replayed: replay.is_some(),
     };
-    Resolution {
+    Ok(Resolution {
         replay,
         drops,
         spill: Some(spill),
-    }
+    })
 }
 
 /// Write the last buffer out and merge every run (blocking I/O, off the runtime).
@@ -211,6 +225,13 @@ async fn merge(
             hooks.crash(CrashPoint::Merge)
         })
         .map_err(fail)?;
+        if let Some(line) = m.wrong_copy {
+            // Its output line is missing: nothing may be published.
+            return Err(format!(
+                "the fingerprint table took line {line} for a copy of an earlier event and it is none \
+                 (64 bits of fingerprint agreed by chance); nothing is published: run again, a new run draws new digests"
+            ));
+        }
         Ok::<_, String>((m, scratch, sp.dups_before))
     })
     .await
@@ -388,13 +409,24 @@ mod tests {
         bits: Option<u32>,
         replay: Option<bool>,
     ) -> Outcome {
-        let root = tempfile::tempdir().unwrap();
         let hooks = Hooks {
             spill_every: every,
             id_digest_bits: bits,
             spill_replay: replay,
             ..Hooks::default()
         };
+        land_hooks(input, cap, hooks).await.unwrap().0
+    }
+
+    /// [`land`], with any spill hooks (the fingerprint table's room and bits); also
+    /// the spill's report (how the kept lines were written).
+    async fn land_hooks(
+        input: &[u8],
+        cap: u64,
+        hooks: Hooks,
+    ) -> Result<(Outcome, Option<SpillReport>)> {
+        let root = tempfile::tempdir().unwrap();
+        let every = hooks.spill_every;
         let plan = every.map(|_| SpillPlan {
             scratch_dir: root.path().to_owned(),
             run_id: "r".into(),
@@ -428,9 +460,10 @@ mod tests {
             let size = bytes.len() as u64;
             Ok(ObjectReader::new(std::io::Cursor::new(bytes), size))
         };
-        let r = resolve(&mut seq, &progress, d, 200, "input", hooks, reread)
-            .await
-            .unwrap();
+        let resolved = resolve(&mut seq, &progress, d, 200, "input", hooks, reread).await;
+        // Nothing of a spill is left once it is resolved, or once it failed.
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+        let r = resolved?;
         if let Some(drops) = &r.drops {
             let mut f = Filter::default();
             let mut kept = f.push(&output, drops).to_vec();
@@ -441,10 +474,8 @@ mod tests {
             // The replay: the lines from the first held-back one on, checked again.
             replay_in_memory(input, (64, 200), &progress, d, replay, &mut output).unwrap();
         }
-        // Nothing of a spill is left once it is resolved.
-        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
         let refused = seq.refusal().is_some();
-        Outcome {
+        let outcome = Outcome {
             output: if refused {
                 String::new()
             } else {
@@ -454,7 +485,8 @@ mod tests {
             counts: seq.counts(),
             refusal: seq.refusal().cloned(),
             first_rejects: seq.first_rejects().to_vec(),
-        }
+        };
+        Ok((outcome, r.spill))
     }
 
     /// A line of event `id` with payload `p`.
@@ -497,12 +529,24 @@ mod tests {
                 for cap in [0, 30, 1000] {
                     let expected = land(input.as_bytes(), cap, None, None).await;
                     for every in [1, 7, 50] {
-                        for replay in [None, Some(true), Some(false)] {
-                            let spilled =
-                                land_with(input.as_bytes(), cap, Some(every), None, replay).await;
+                        // The table's room (twice `every`, none, more than the day,
+                        // where the way after it is never chosen) and that way.
+                        let ways = [None, Some(true), Some(false)];
+                        let rooms = [None, Some(0)]
+                            .into_iter()
+                            .flat_map(|t| ways.map(|w| (t, w)));
+                        for (table, replay) in rooms.chain([(Some(10_000), None)]) {
+                            let hooks = Hooks {
+                                spill_every: Some(every),
+                                spill_replay: replay,
+                                spill_table: table,
+                                ..Hooks::default()
+                            };
+                            let (spilled, _) =
+                                land_hooks(input.as_bytes(), cap, hooks).await.unwrap();
                             assert_eq!(
                                 spilled, expected,
-                                "seed {seed}, collision at {collide_at:?}, cap {cap}, spill every {every}, replay {replay:?}"
+                                "seed {seed}, collision at {collide_at:?}, cap {cap}, spill every {every}, table {table:?}, replay {replay:?}"
                             );
                         }
                     }
@@ -548,5 +592,64 @@ mod tests {
             o.output.len(),
             land(plain.as_bytes(), 0, None, None).await.output.len()
         );
+    }
+
+    /// A day whose table never fills decides every copy during its pass: no replay,
+    /// no second pass, whatever copies came before or after the spill.
+    #[tokio::test]
+    async fn a_table_with_room_decides_every_copy_in_the_pass() {
+        let input = mix(400, 3, None);
+        let expected = land(input.as_bytes(), 1000, None, None).await;
+        assert!(expected.counts.duplicates > 20, "{:?}", expected.counts);
+        for replay in [None, Some(true), Some(false)] {
+            let hooks = Hooks {
+                spill_every: Some(10),
+                spill_table: Some(10_000),
+                spill_replay: replay,
+                ..Hooks::default()
+            };
+            let (o, spill) = land_hooks(input.as_bytes(), 1000, hooks).await.unwrap();
+            assert_eq!(o, expected, "replay {replay:?}");
+            let spill = spill.expect("it spilled");
+            assert!(spill.runs > 1, "{spill:?}");
+            assert!(!spill.replayed && !spill.second_pass, "{spill:?}");
+        }
+        // A table that fills part way: the copies after it are replayed or dropped.
+        let hooks = Hooks {
+            spill_every: Some(10),
+            spill_table: Some(60),
+            ..Hooks::default()
+        };
+        let (o, spill) = land_hooks(input.as_bytes(), 1000, hooks).await.unwrap();
+        assert_eq!(o, expected);
+        assert!(spill.expect("it spilled").replayed);
+    }
+
+    /// A table that takes distinct events for copies (no canonical bits, ids in
+    /// three digests) fails the run at the merge, and leaves no scratch behind.
+    #[tokio::test]
+    async fn a_copy_the_table_called_wrongly_fails_the_run() {
+        let input: String = (1..=100).map(|i| ev(i, 0) + "\n").collect();
+        let hooks = Hooks {
+            spill_every: Some(5),
+            id_digest_bits: Some(2),
+            fingerprint_bits: Some(0),
+            ..Hooks::default()
+        };
+        let err = land_hooks(input.as_bytes(), 0, hooks).await.unwrap_err();
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        let text = format!("{err}: {}", source.unwrap_or_default());
+        assert!(
+            text.contains("the fingerprint table took line") && text.contains("run again"),
+            "{text}"
+        );
+        // With its canonical bits the same squeezed day lands whole.
+        let hooks = Hooks {
+            fingerprint_bits: None,
+            ..hooks
+        };
+        let (o, _) = land_hooks(input.as_bytes(), 0, hooks).await.unwrap();
+        assert_eq!(o, land(input.as_bytes(), 0, None, None).await);
+        assert_eq!((o.counts.accepted, o.counts.duplicates), (100, 0));
     }
 }

@@ -18,7 +18,7 @@ use super::batch::{Checked, Item, LineSum, RawForm};
 use crate::contract::{self, Contract, Reason};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::{DedupIndex, Digests, Seen};
-use crate::spill::{Record, Scratch};
+use crate::spill::{Call, Fingerprints, Record, Scratch};
 use crate::summary::{Refusal, RefusalKind, Rejected};
 
 /// Row counts of one input.
@@ -81,13 +81,29 @@ impl SpillPlan {
             .max(1)
     }
 
-    /// Records buffered before a run is written, leaving room for the bitsets of the
-    /// merge (a bit per input line and per output line, `lines` estimated).
-    fn records_per_run(&self, lines: usize) -> usize {
+    /// Records buffered before a run is written: the room the fingerprint table
+    /// leaves while it lives (`table` bytes; it is freed before the merge), else
+    /// room for the bitsets of the merge (a bit per input line and per output line,
+    /// `lines` estimated).
+    fn records_per_run(&self, lines: usize, table: usize) -> usize {
         self.every.unwrap_or_else(|| {
-            let bitsets = lines / 4;
-            (self.share.saturating_sub(bitsets) / Record::BYTES).max(1024)
+            let taken = if table > 0 { table } else { lines / 4 };
+            (self.share.saturating_sub(taken) / Record::BYTES).max(1024)
         })
+    }
+
+    /// The fingerprint table a spill makes: the index's room, at 8 bytes an event
+    /// (a test hook: twice `every` events, or as many as it says).
+    fn fingerprints(&self) -> Fingerprints {
+        let table = match (self.hooks.spill_table, self.every) {
+            (Some(n), _) => Fingerprints::with_room(n),
+            (None, Some(every)) => Fingerprints::with_room(every.saturating_mul(2)),
+            (None, None) => Fingerprints::within(self.index_bytes()),
+        };
+        match self.hooks.fingerprint_bits {
+            Some(bits) => table.with_value_bits(bits),
+            None => table,
+        }
     }
 }
 
@@ -111,7 +127,13 @@ pub struct Spilled {
     buffer_cap: usize,
     /// Duplicates the index collapsed before it spilled (all before any record).
     pub dups_before: u64,
-    /// Hold accepted lines back for the replay (else stage them as they come).
+    /// What the index knew, and every event kept since, while it has room: lines
+    /// are decided as they come (and recorded, for the merge to check).
+    table: Option<Fingerprints>,
+    /// Buffers of records once the table is gone (they take its room).
+    full_cap: usize,
+    /// Once the table is full: hold accepted lines back for the replay (else
+    /// stage them as they come).
     hold: bool,
     /// Holding back: the first recorded event's input line and output ordinal. From
     /// it on, nothing is staged during the pass; the replay writes the lines kept.
@@ -210,10 +232,8 @@ impl Sequencer {
         }
         let mut start = 0;
         for (i, &(number, item)) in checked.items.iter().enumerate() {
-            if let (Some(index), Some(&(_, Item::Accept(d, _)))) =
-                (&self.index, checked.items.get(i + PREFETCH_DISTANCE))
-            {
-                index.prefetch(&d);
+            if let Some(&(_, Item::Accept(d, _))) = checked.items.get(i + PREFETCH_DISTANCE) {
+                self.prefetch(&d);
             }
             let decided = match item {
                 Item::Accept(d, end) => {
@@ -246,6 +266,15 @@ impl Sequencer {
         }
     }
 
+    /// Start loading the slot an event a few lines on will probe (index or table).
+    fn prefetch(&self, d: &Digests) {
+        if let Some(index) = &self.index {
+            index.prefetch(d);
+        } else if let Some(table) = self.spilled.as_ref().and_then(|sp| sp.table.as_ref()) {
+            table.prefetch(d);
+        }
+    }
+
     /// Has the sequencer stopped deciding (a refusal, a spill failure, or as many
     /// suspects as it holds)?
     pub fn stopped(&self) -> bool {
@@ -254,21 +283,8 @@ impl Sequencer {
 
     /// One accepted event: through the index, or recorded once it has spilled.
     fn accept(&mut self, number: u64, d: Digests, line: &[u8]) {
-        if let Some(sp) = self.spilled.as_mut() {
-            sp.buffer.push(Record::new(d, number, self.ordinal));
-            let full = sp.buffer.len() >= sp.buffer_cap;
-            if sp.hold {
-                // Only the merge can tell whether it is a first occurrence.
-                sp.from.get_or_insert((number, self.ordinal));
-                sp.sum.add(number, d.value());
-                self.counts.accepted += 1;
-                self.ordinal += 1;
-            } else {
-                self.emit(line);
-            }
-            if full {
-                self.write_run();
-            }
+        if self.spilled.is_some() {
+            self.accept_spilled(number, d, line);
             return;
         }
         if self.must_spill() {
@@ -295,6 +311,65 @@ impl Sequencer {
                 });
                 self.emit(line);
             }
+        }
+    }
+
+    /// One accepted event after the spill: called by the fingerprint table while it
+    /// has room, else held back or staged as it comes; recorded either way.
+    fn accept_spilled(&mut self, number: u64, d: Digests, line: &[u8]) {
+        let Some(sp) = self.spilled.as_mut() else {
+            return;
+        };
+        if sp.table.as_ref().is_some_and(Fingerprints::is_full) {
+            self.leave_table();
+            self.accept_spilled(number, d, line);
+            return;
+        }
+        let call = sp.table.as_mut().map(|t| t.insert(d));
+        let ordinal = match call {
+            Some(Call::Copy) => Record::COPY,
+            _ => self.ordinal,
+        };
+        sp.buffer.push(Record::new(d, number, ordinal));
+        let full = sp.buffer.len() >= sp.buffer_cap;
+        match call {
+            Some(Call::Copy) => {
+                self.counts.duplicates += 1;
+                self.first_duplicate.get_or_insert(number);
+            }
+            Some(Call::New | Call::Kept) => self.emit(line),
+            None if sp.hold => {
+                // Only the merge can tell whether it is a first occurrence.
+                sp.from.get_or_insert((number, self.ordinal));
+                sp.sum.add(number, d.value());
+                self.counts.accepted += 1;
+                self.ordinal += 1;
+            }
+            None => self.emit(line),
+        }
+        if full {
+            self.write_run();
+        }
+    }
+
+    /// The table is full: free it, give its room to the record buffers, and choose
+    /// how the lines from here on are written. Copies so far promise copies later,
+    /// which the second pass would drop by writing the output twice: hold them back.
+    fn leave_table(&mut self) {
+        let hook = self.plan.as_ref().and_then(|p| p.hooks.spill_replay);
+        let copies = self.counts.duplicates > 0;
+        if let Some(sp) = self.spilled.as_mut() {
+            sp.table = None;
+            sp.hold = hook.unwrap_or(copies);
+            sp.buffer_cap = sp.full_cap;
+        }
+        // The next buffer is reserved at the larger size.
+        if self
+            .spilled
+            .as_ref()
+            .is_some_and(|sp| !sp.buffer.is_empty())
+        {
+            self.write_run();
         }
     }
 
@@ -339,9 +414,12 @@ impl Sequencer {
                 plan.hooks.crash(CrashPoint::Spill);
             }
             drop(index);
+            let mut table = plan.fingerprints();
+            scratch.fill(&mut table)?;
             let lines = (self.input_size / 64) as usize;
             // Two buffers share the room: one fills while the other is written.
-            let buffer_cap = (plan.records_per_run(lines) / 2).max(1);
+            let full_cap = (plan.records_per_run(lines, 0) / 2).max(1);
+            let buffer_cap = (plan.records_per_run(lines, table.bytes()) / 2).max(1);
             Ok(Spilled {
                 writer: crate::spill::Writer::start(scratch, buffer_cap)?,
                 // Reserved whole: a growing Vec would briefly hold its old and new
@@ -349,12 +427,9 @@ impl Sequencer {
                 buffer: Vec::with_capacity(buffer_cap),
                 buffer_cap,
                 dups_before: self.counts.duplicates,
-                // Copies before the spill promise copies after it, which the
-                // second pass would drop by writing the output twice.
-                hold: plan
-                    .hooks
-                    .spill_replay
-                    .unwrap_or(self.counts.duplicates > 0),
+                table: Some(table),
+                full_cap,
+                hold: false,
                 from: None,
                 sum: LineSum::default(),
             })
@@ -372,6 +447,11 @@ impl Sequencer {
         };
         let full = std::mem::take(&mut sp.buffer);
         match sp.writer.swap(full) {
+            // A buffer of the table's days is too small once the table is gone.
+            Ok(empty) if empty.capacity() < sp.buffer_cap => {
+                drop(empty);
+                sp.buffer = Vec::with_capacity(sp.buffer_cap);
+            }
             Ok(empty) => sp.buffer = empty,
             Err(e) => {
                 let dir = sp.writer.dir().to_owned();

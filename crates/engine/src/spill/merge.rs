@@ -37,6 +37,9 @@ pub struct Merged {
     pub suspects: Vec<(u64, u64)>,
     /// Runs merged, intermediate rounds included.
     pub runs_merged: u64,
+    /// The first line the fingerprint table took for a copy that is none: its
+    /// output line is missing, so the run must fail.
+    pub wrong_copy: Option<u64>,
 }
 
 impl Merged {
@@ -46,6 +49,14 @@ impl Merged {
         self.dup_lines.union_with(&other.dup_lines);
         self.duplicates += other.duplicates;
         self.suspects.extend(other.suspects);
+        self.wrong_copy = match (self.wrong_copy, other.wrong_copy) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    fn wrong(&mut self, line: u64) {
+        self.wrong_copy = Some(self.wrong_copy.map_or(line, |w| w.min(line)));
     }
 }
 
@@ -188,22 +199,34 @@ struct Group {
 
 impl Group {
     /// One record, in (id digest, line) order: what the in-memory index would say.
+    /// A line the fingerprint table took for a copy must be one.
     fn decide(&mut self, r: Record, m: &mut Merged) {
+        let called_copy = r.ordinal == Record::COPY;
         if self.key != Some(r.key) {
             self.key = Some(r.key);
             self.values.clear();
             self.values.push(r.value);
+            if called_copy {
+                m.wrong(r.line);
+            }
             return;
         }
         if self.values.contains(&r.value) {
-            // An index entry is never a copy of another: only staged lines drop.
-            if r.ordinal != Record::FIRST {
+            m.dup_lines.grow(r.line as usize + 1);
+            // An index entry is never a copy of another: only recorded lines are.
+            if called_copy {
+                // Counted as a duplicate by the pass already; no output line.
+                m.dup_lines.insert(r.line as usize);
+            } else if r.ordinal != Record::FIRST {
                 m.drops.grow(r.ordinal as usize + 1);
                 m.drops.insert(r.ordinal as usize);
-                m.dup_lines.grow(r.line as usize + 1);
                 m.dup_lines.insert(r.line as usize);
                 m.duplicates += 1;
             }
+            return;
+        }
+        if called_copy {
+            m.wrong(r.line);
             return;
         }
         self.values.push(r.value);
@@ -300,6 +323,42 @@ mod tests {
         assert_eq!(m.suspects, [(10, 1)]);
         assert_eq!(m.runs_merged, 3);
         assert_eq!(s.runs(), 0);
+    }
+
+    /// Lines the fingerprint table took for copies: a real copy is a duplicate line
+    /// with no output line to drop (the pass counted it); one that is the first of
+    /// its id digest, or another payload under it, is the table's error.
+    #[test]
+    fn copies_the_table_called_are_checked() {
+        let root = tempfile::tempdir().unwrap();
+        let mut s = Scratch::create(root.path(), "r").unwrap();
+        spill(&mut s, &[rec(1, 10, 0, Record::FIRST)]);
+        // Line 4 copies key 1 (right); line 6 is key 2's first (wrong); line 8 is
+        // another payload under key 1 (wrong); line 9, a staged copy, is dropped.
+        spill(
+            &mut s,
+            &[
+                rec(1, 10, 4, Record::COPY),
+                rec(2, 20, 6, Record::COPY),
+                rec(1, 11, 8, Record::COPY),
+                rec(1, 10, 9, 0),
+            ],
+        );
+        let m = merge(&mut s, 1, 9, || {}).unwrap();
+        assert_eq!(m.duplicates, 1);
+        assert_eq!(m.drops.ones().collect::<Vec<_>>(), [0]);
+        assert_eq!(m.dup_lines.ones().collect::<Vec<_>>(), [4, 9]);
+        assert_eq!(m.wrong_copy, Some(6));
+        assert!(m.suspects.is_empty());
+
+        // Right calls only: nothing is wrong.
+        let mut s = Scratch::create(root.path(), "r").unwrap();
+        spill(&mut s, &[rec(1, 10, 0, Record::FIRST)]);
+        spill(&mut s, &[rec(3, 30, 2, 0), rec(3, 30, 5, Record::COPY)]);
+        spill(&mut s, &[rec(1, 10, 3, Record::COPY)]);
+        let m = merge(&mut s, 1, 5, || {}).unwrap();
+        assert_eq!((m.duplicates, m.wrong_copy), (0, None));
+        assert_eq!(m.dup_lines.ones().collect::<Vec<_>>(), [3, 5]);
     }
 
     #[test]

@@ -4,21 +4,28 @@
 //!
 //! - At the first spill the index is written out, sorted by id digest, as a run of
 //!   records marked [`Record::FIRST`] (first occurrences, never dropped), and freed.
-//! - From then on every accepted event is recorded as (id digest, canonical digest,
-//!   line, output ordinal); a buffer of records that reaches its share is sorted and
-//!   written out as one more run. Its line is held back for a replay if the index
-//!   had collapsed copies before it spilled, else staged as it comes.
+//! - The dumped events are read back into a [`Fingerprints`] table (8 bytes an event
+//!   instead of the index's 24 and more). While it has room it decides each line as
+//!   it comes, as the index did: a new id is staged, a line it takes for a copy is
+//!   dropped (recorded as [`Record::COPY`]), another payload under a known id is
+//!   staged and left to the merge.
+//! - Every accepted event after the spill is recorded as (id digest, canonical
+//!   digest, line, output ordinal); a buffer of records that reaches its share is
+//!   sorted and written out as one more run. Once the table is full it is freed,
+//!   and each line is held back for a replay if copies came before, else staged.
 //! - Before anything is published, [`merge`] merges the runs and decides per id
 //!   digest exactly what the in-memory index would have: the first occurrence stays,
 //!   a later equal canonical form is a duplicate (the replay, a second read of the
 //!   input, skips its line; a staged one is dropped by a second pass over the staged
 //!   output), a canonical form not seen under that digest is a suspect (the pipeline
-//!   compares full ids before it refuses anything).
+//!   compares full ids before it refuses anything). A line the table took for a copy
+//!   that is none fails the run: its output line is missing.
 //!
 //! Scratch lives in a directory per run under `--scratch-dir`, holding a lock its
 //! run keeps while alive; a later run removes any such directory whose lock is free
 //! (its run died), and a run removes its own when it ends.
 
+pub mod fingerprints;
 pub mod merge;
 
 use std::fs::{self, File};
@@ -27,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use crate::identity::Digests;
 
+pub use fingerprints::{Call, Fingerprints};
 pub use merge::{merge, Merged};
 
 /// One spilled event: 40 bytes on disk, little-endian.
@@ -44,6 +52,9 @@ impl Record {
     pub const BYTES: usize = 40;
     /// The ordinal of an entry the index held: a first occurrence, never dropped.
     pub const FIRST: u64 = u64::MAX;
+    /// The ordinal of a line the fingerprint table took for a copy: it has no
+    /// output line, and the merge checks the call.
+    pub const COPY: u64 = u64::MAX - 1;
 
     pub fn new(d: Digests, line: u64, ordinal: u64) -> Record {
         Record {
@@ -171,6 +182,30 @@ impl Scratch {
         self.spills += 1;
         self.runs.push(path);
         records.clear();
+        Ok(())
+    }
+
+    /// Every event of the runs written so far (the index, dumped), into `table`:
+    /// read back from scratch, as the index is freed before the table is made. It
+    /// stops when the table is full: a full table is never consulted (an event
+    /// missing from it could be taken for new).
+    pub fn fill(&self, table: &mut Fingerprints) -> io::Result<()> {
+        for path in &self.runs {
+            let mut r = io::BufReader::with_capacity(1 << 20, File::open(path)?);
+            let mut b = [0u8; Record::BYTES];
+            loop {
+                match io::Read::read_exact(&mut r, &mut b) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e),
+                }
+                if table.is_full() {
+                    return Ok(());
+                }
+                let rec = Record::read(&b);
+                table.insert(Digests::from_parts(rec.key, rec.value));
+            }
+        }
         Ok(())
     }
 

@@ -473,6 +473,35 @@ async fn read_streams_the_bytes(fx: &Fixture) {
     assert!(got == data, "streamed bytes differ");
 }
 
+/// A read from an offset (a spilled run's replay) streams exactly the bytes from
+/// there on, and its size is what is left; a missing object is `NotFound`.
+async fn read_from_streams_the_rest(fx: &Fixture) {
+    let store = fx.store();
+    let key = "inbox/b.jsonl";
+    let data = pattern(MIB + 5, 2);
+    store
+        .put_small(key, Bytes::from(data.clone()), Condition::None)
+        .await
+        .expect("put");
+    for offset in [0, 1, 4096, MIB + 4] {
+        let r = store
+            .read_from(key, offset as u64)
+            .await
+            .expect("read_from");
+        assert_eq!(r.size, (data.len() - offset) as u64, "offset {offset}");
+        let mut got = Vec::new();
+        r.into_async_read()
+            .read_to_end(&mut got)
+            .await
+            .expect("read body");
+        assert!(got[..] == data[offset..], "offset {offset}: bytes differ");
+    }
+    match store.read_from("inbox/none.jsonl", 10).await {
+        Err(Error::NotFound { .. }) => {}
+        other => panic!("expected NotFound, got {:?}", other.map(|r| r.size)),
+    }
+}
+
 async fn read_missing_is_not_found(fx: &Fixture) {
     let store = fx.store();
     match store.read("inbox/none.jsonl").await {
@@ -958,6 +987,7 @@ matrix! {
     async head_missing_is_none: [local, seaweed, moto, localstack, memory] => Fixture::run;
     async delete_missing_is_ok_and_delete_removes: [local, seaweed, moto, localstack, memory] => Fixture::run;
     async read_streams_the_bytes: [local, seaweed, moto, localstack, memory] => Fixture::run;
+    async read_from_streams_the_rest: [local, seaweed, moto, localstack, memory] => Fixture::run;
     async read_missing_is_not_found: [local, seaweed, moto, localstack, memory] => Fixture::run;
     async stage_complete_promote_publishes_exact_bytes: [local, seaweed, moto, localstack, memory] => Fixture::run;
     async staged_object_is_invisible_before_promote: [local, seaweed, moto, localstack, memory] => Fixture::run;

@@ -42,6 +42,14 @@ impl<'a> Line<'a> {
     }
 }
 
+/// Where framing can start again mid-stream (a spilled run's replay): the content
+/// offset of a line's first byte, and how many physical lines came before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resume {
+    pub offset: u64,
+    pub lines: u64,
+}
+
 /// Splits a stream into physical lines. Fed arbitrary chunks (a line may span
 /// many chunks). Holds at most `max_line_bytes + 1` bytes of a partial line.
 ///
@@ -62,6 +70,10 @@ pub struct LineFramer {
     bom_matched: Option<u8>,
     /// A BOM was dropped before the first line.
     bom_dropped: bool,
+    /// Content bytes pushed so far.
+    fed: u64,
+    /// Content offset where the line being framed starts.
+    line_start: u64,
 }
 
 impl LineFramer {
@@ -73,6 +85,31 @@ impl LineFramer {
             lines: 0,
             bom_matched: Some(0),
             bom_dropped: false,
+            fed: 0,
+            line_start: 0,
+        }
+    }
+
+    /// A framer that goes on from `at` ([`LineFramer::resume_point`]), fed the content
+    /// from `at.offset` on: it frames exactly the lines a framer of the whole
+    /// content frames from there, numbered alike. A BOM is only ever at offset 0.
+    pub fn resume(max_line_bytes: usize, at: Resume) -> Self {
+        let mut f = LineFramer::new(max_line_bytes);
+        if at.offset > 0 {
+            f.bom_matched = None;
+            f.lines = at.lines;
+            f.fed = at.offset;
+            f.line_start = at.offset;
+        }
+        f
+    }
+
+    /// Where a framer could go on from, between two pushes: the start of the line
+    /// not yet completed.
+    pub fn resume_point(&self) -> Resume {
+        Resume {
+            offset: self.line_start,
+            lines: self.lines,
         }
     }
 
@@ -83,11 +120,15 @@ impl LineFramer {
         chunk: &[u8],
         mut sink: impl FnMut(Line<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        let start = self.fed;
+        self.fed += chunk.len() as u64;
         let mut rest = self.skip_bom(chunk);
         while let Some(i) = find_newline(rest) {
             let piece = &rest[..i];
             rest = &rest[i + 1..];
             self.lines += 1;
+            // `rest` lies in `chunk` (skip_bom returns a tail of it).
+            self.line_start = start + (rest.as_ptr() as usize - chunk.as_ptr() as usize) as u64;
             if self.carry.is_empty() && !self.discarding {
                 // Whole line inside this chunk: hand out a slice, no copy.
                 let bom = self.bom_at_line();
@@ -275,6 +316,58 @@ mod tests {
 
     fn c(n: u64, s: &str) -> Got {
         Got::Content(n, s.as_bytes().to_vec())
+    }
+
+    /// Frame `chunks` in order, from `framer`, collecting what it emits.
+    fn frame_from(mut framer: LineFramer, chunks: &[&[u8]]) -> Vec<Got> {
+        let mut got = Vec::new();
+        let mut sink = |line: Line<'_>| {
+            got.push(match line {
+                Line::Content { number, bytes, .. } => Got::Content(number, bytes.to_vec()),
+                Line::TooLong { number } => Got::TooLong(number),
+            });
+            Ok::<(), ()>(())
+        };
+        for chunk in chunks {
+            framer.push(chunk, &mut sink).expect("sink never fails");
+        }
+        framer.finish(&mut sink).expect("sink never fails");
+        got
+    }
+
+    /// Between any two pushes, under every chunking, a framer resumed at the resume
+    /// point and fed the content from its offset frames exactly the lines the whole
+    /// framing gives after it: a BOM, `\r\n`, blank and too-long lines, and lines
+    /// spanning chunks included.
+    #[test]
+    fn a_framer_resumed_at_its_resume_point_frames_the_same_lines() {
+        let input: &[u8] =
+            b"\xEF\xBB\xBFa\nbb\r\n\n0123456789abc\nccc\r\r\nd\n\n0123456789abcdef\ne\r";
+        let whole = frame(input, input.len(), 8);
+        for size in 1..=input.len() {
+            let chunks: Vec<&[u8]> = input.chunks(size).collect();
+            let mut framer = LineFramer::new(8);
+            for k in 0..=chunks.len() {
+                let at = framer.resume_point();
+                let offset = usize::try_from(at.offset).unwrap();
+                assert!(offset <= size * k, "size {size}, push {k}: {at:?}");
+                let resumed = frame_from(LineFramer::resume(8, at), &[&input[offset..]]);
+                let after: Vec<&Got> = whole
+                    .iter()
+                    .filter(|g| match g {
+                        Got::Content(n, _) | Got::TooLong(n) => *n > at.lines,
+                    })
+                    .collect();
+                assert_eq!(
+                    resumed.iter().collect::<Vec<_>>(),
+                    after,
+                    "size {size}, push {k}: {at:?}"
+                );
+                if let Some(chunk) = chunks.get(k) {
+                    framer.push(chunk, |_| Ok::<(), ()>(())).unwrap();
+                }
+            }
+        }
     }
 
     #[test]

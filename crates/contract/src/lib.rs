@@ -48,7 +48,7 @@ mod table;
 mod time;
 
 pub use self::fast::{canonicalize_with, Carry};
-pub use self::frame::{Line, LineFramer};
+pub use self::frame::{Line, LineFramer, Resume};
 pub use self::quarantine::write_quarantine_record;
 pub use self::spec::{builtin, progress, progress_sha256, Contract};
 pub use self::time::UtcTime;

@@ -370,6 +370,16 @@ pub async fn read_stored_into(
     decode_with(codec, u64::MAX, location, &mut stored, content).await
 }
 
+/// [`read_stored_into`] of stored bytes known to be plain content (a replay's read
+/// from mid-content): nothing is sniffed.
+pub async fn read_plain_into(
+    stored: &mut impl Stored,
+    location: &str,
+    content: &mut impl Content,
+) -> Result<Option<Broken>> {
+    decode_with(None, u64::MAX, location, stored, content).await
+}
+
 /// Stored chunks after the bytes read to tell their codec.
 struct Prefixed<'s, S> {
     first: Option<Bytes>,

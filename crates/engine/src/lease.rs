@@ -595,6 +595,9 @@ mod tests {
         async fn read(&self, key: &str) -> Result<ObjectReader> {
             self.inner.read(key).await
         }
+        async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+            self.inner.read_from(key, offset).await
+        }
         async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
             self.inner.head(key).await
         }

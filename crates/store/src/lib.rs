@@ -470,6 +470,10 @@ pub trait Store: Send + Sync {
     /// Open `key` for one streaming read. `NotFound` if absent.
     async fn read(&self, key: &str) -> Result<ObjectReader>;
 
+    /// Open `key` for one streaming read of its bytes from `offset` on (below its
+    /// size); the reader's size is the bytes left. `NotFound` if absent.
+    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader>;
+
     /// Size and change marker of `key`, or `None` if absent.
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
 

@@ -253,6 +253,19 @@ impl Store for MemoryStore {
         Ok(ObjectReader::new(std::io::Cursor::new(body), size))
     }
 
+    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+        let body = self.state().objects.get(key).map(|o| o.body.clone());
+        let body = body.ok_or_else(|| Error::NotFound {
+            location: self.location(key),
+        })?;
+        let at = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(body.len());
+        let rest = body.slice(at..);
+        let size = rest.len() as u64;
+        Ok(ObjectReader::new(std::io::Cursor::new(rest), size))
+    }
+
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         Ok(self.state().objects.get(key).map(Object::meta))
     }

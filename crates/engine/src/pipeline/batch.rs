@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 
-use crate::contract::{self, Contract, Line, LineFramer, Reason, Verdict};
+use crate::contract::{self, Contract, Line, LineFramer, Reason, Resume, Verdict};
 use crate::identity::{Digester, Digests};
 
 /// Where a framed line's bytes are.
@@ -35,6 +35,8 @@ pub struct Batch {
     unterminated: bool,
     /// Lines the framer trimmed besides their newline (a `\r`, a BOM), in order.
     trimmed: Vec<u64>,
+    /// Where framing could start again to frame this batch's lines (a replay).
+    resume: Resume,
 }
 
 impl Batch {
@@ -52,6 +54,7 @@ impl Batch {
             through_line: 0,
             unterminated: false,
             trimmed: Vec::new(),
+            resume: framer.resume_point(),
         };
         let base = chunk.as_ptr() as usize;
         let end = base + chunk.len();
@@ -70,7 +73,10 @@ impl Batch {
 
     /// [`Batch::finish`], keeping the last line only if it is numbered `from` or later.
     pub fn finish_from(framer: &mut LineFramer, from: u64) -> Batch {
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            resume: framer.resume_point(),
+            ..Batch::default()
+        };
         let before = framer.lines_seen();
         let _ = framer.finish(|line| {
             batch.add(line, 0, 0, from);
@@ -160,6 +166,8 @@ pub struct Checked {
     pub(super) through_line: u64,
     /// Compared with their canonical form ([`Compare::Raw`]): how its lines stand.
     pub(super) raw: RawForm,
+    /// Where framing could start again to frame these lines (a replay).
+    pub(super) resume: Resume,
 }
 
 /// Whether the checkers also compare each accepted line with its canonical form:
@@ -239,6 +247,7 @@ pub fn check_batch(
         canonical: Vec::with_capacity(batch.chunk.len() + batch.side.len()),
         items: Vec::with_capacity(batch.lines.len()),
         through_line: batch.through_line,
+        resume: batch.resume,
         raw: RawForm {
             unterminated: batch.unterminated,
             ..RawForm::default()

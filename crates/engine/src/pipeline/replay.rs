@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
 use super::scan::{spawn_checker, Out, FLUSH_AT, WORKERS};
 use crate::compression;
-use crate::contract::{Contract, LineFramer};
+use crate::contract::{Contract, LineFramer, Resume};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
@@ -32,6 +32,9 @@ use crate::store::ObjectReader;
 pub(super) struct Replay {
     /// Input line and output ordinal of the first held-back event.
     pub(super) from: (u64, u64),
+    /// Where framing starts again: the batch of that line (the content's start for
+    /// a compressed input). The read starts at its offset.
+    pub(super) resume: Resume,
     /// Output lines the pass decided, and physical lines it framed.
     pub(super) outputs: u64,
     pub(super) lines: u64,
@@ -137,8 +140,9 @@ pub(super) async fn replay(
         .into_iter()
         .map(|rx| spawn_checker(rx, contract.clone(), digester, Compare::No, false))
         .unzip();
+    let at = replay.resume;
     let mut dealer = Dealer {
-        framer: LineFramer::new(max_line_bytes),
+        framer: LineFramer::resume(max_line_bytes, at),
         from: replay.from.0,
         txs,
         next: 0,
@@ -146,7 +150,14 @@ pub(super) async fn replay(
         lost: false,
     };
     let seq = tokio::task::spawn_blocking(move || sequence(&replay, checked, &out, hooks));
-    let read = compression::read_stored_into(&mut stored, input, &mut dealer).await;
+    // `reader` starts at the resume offset: mid-content, the bytes are plain (a
+    // compressed input resumes at 0), and a line there must not be sniffed.
+    stored.progress.inc(at.offset);
+    let read = if at.offset > 0 {
+        compression::read_plain_into(&mut stored, input, &mut dealer).await
+    } else {
+        compression::read_stored_into(&mut stored, input, &mut dealer).await
+    };
     drop(stored);
     let read = match read {
         // The pass hashed this stream whole: a broken one now is another stream.
@@ -281,9 +292,10 @@ pub(super) fn replay_in_memory(
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
     use super::batch::check_batch;
-    let mut framer = LineFramer::new(max_line);
+    let mut framer = LineFramer::resume(max_line, replay.resume);
     let mut replayer = Replayer::new(replay);
-    for piece in input.chunks(chunk) {
+    let offset = usize::try_from(replay.resume.offset).map_err(|e| e.to_string())?;
+    for piece in input[offset..].chunks(chunk) {
         let piece = Bytes::copy_from_slice(piece);
         let batch = Batch::frame_from(&mut framer, piece, replay.from.0);
         replayer.apply(&check_batch(&batch, contract, digester, Compare::No), out)?;
@@ -325,6 +337,7 @@ mod tests {
         }
         Replay {
             from: (from, ordinal),
+            resume: Resume::default(),
             outputs,
             lines,
             drops: bits,
@@ -353,11 +366,20 @@ mod tests {
         // lines 4-6 were held back as ordinals 2-4, and the merge dropped ordinal 3.
         // Line 6 was read with spaces: the pass held its canonical form.
         let spaced = ev(6).replace(',', ", ");
-        let input = [ev(1), ev(2), "not json".into(), ev(4), ev(5), spaced].join("\n");
+        let input = [ev(1), ev(2), "not json".into(), ev(4), ev(5), spaced];
         let held = [(4, ev(4)), (5, ev(5)), (6, ev(6))];
-        let (out, done) = run(&input, &replay((4, 2), (5, 6), &held, &[3]));
+        let (out, done) = run(&input.join("\n"), &replay((4, 2), (5, 6), &held, &[3]));
         assert_eq!(done, Ok(()));
         assert_eq!(out, format!("{}\n{}\n", ev(4), ev(6)));
+        // Resumed at line 3's first byte (the batch the pass held line 4 in), or at
+        // line 4's: the same lines, the same checks.
+        for (lines, before) in [(2, &input[..2]), (3, &input[..3])] {
+            let offset = before.iter().map(|l| l.len() + 1).sum::<usize>() as u64;
+            let mut r = replay((4, 2), (5, 6), &held, &[3]);
+            r.resume = Resume { offset, lines };
+            let (resumed, done) = run(&input.join("\n"), &r);
+            assert_eq!((resumed.as_str(), done), (out.as_str(), Ok(())), "{offset}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::replay::Replay;
 use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
 use crate::compression;
 use crate::config::Config;
-use crate::contract::{self, Contract, Line, LineFramer, Verdict};
+use crate::contract::{self, Contract, Line, LineFramer, Resume, Verdict};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::Digester;
@@ -76,7 +76,9 @@ where
         // merge or check (dropping the spill removes its scratch).
         return Ok(Resolution::default());
     }
-    let from = spilled.as_ref().and_then(|sp| Some((sp.from?, sp.sum)));
+    let from = spilled
+        .as_ref()
+        .and_then(|sp| Some((sp.from?, sp.sum, sp.resume)));
     let merged = match spilled {
         Some(sp) => {
             let sizes = (seq.output_lines(), seq.lines());
@@ -161,7 +163,7 @@ where
 /// merge found copies in it; neither if it is refused. Besides, its spill report.
 fn ways(
     merged: Option<(Merged, Scratch, u64)>,
-    from: Option<((u64, u64), LineSum)>,
+    from: Option<((u64, u64), LineSum, Resume)>,
     published: bool,
     (outputs, lines): (u64, u64),
     input: &str,
@@ -170,7 +172,7 @@ fn ways(
         return Ok(Resolution::default());
     };
     let (replay, drops) = match from {
-        Some((from, _))
+        Some((from, _, _))
             if published && m.drops.ones().next().is_some_and(|o| (o as u64) < from.1) =>
         {
             // A staged line before the replay is a copy: the fingerprint table called
@@ -182,9 +184,10 @@ fn ways(
                 "a line staged before the replay is a copy; nothing is published".to_owned(),
             ));
         }
-        Some((from, sum)) if published => {
+        Some((from, sum, resume)) if published => {
             let r = Replay {
                 from,
+                resume,
                 outputs,
                 lines,
                 drops: m.drops,

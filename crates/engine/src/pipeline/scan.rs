@@ -102,7 +102,7 @@ pub(super) async fn scan(
         Some((seq, _)) => {
             let codec = raw.sniff().await?;
             if codec.is_some() {
-                seq.set_input_size(compression::expected_content(raw.size));
+                seq.set_compressed(compression::expected_content(raw.size));
             }
             codec
         }

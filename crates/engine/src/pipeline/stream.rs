@@ -147,13 +147,18 @@ async fn settle(
         let progress =
             terminal.progress("replay", &ctx.cfg.input_name, first_size, ctx.cfg.progress);
         ctx.hooks.pause(PausePoint::BeforeReplay, terminal).await;
-        let reader = ctx.input.read(&ctx.input_key).await?;
+        // From the first held line's batch on: the lines before it are staged.
+        let at = r.resume.offset;
+        let reader = match at {
+            0 => ctx.input.read(&ctx.input_key).await?,
+            at => ctx.input.read_from(&ctx.input_key, at).await?,
+        };
         let (c, hooks) = (contract.clone(), ctx.hooks);
-        if reader.size != first_size {
+        if at + reader.size != first_size {
             // Not the bytes the pass hashed: an input must not change under a run.
             let why = format!(
                 "the input changed during the run: {first_size} bytes at the first read, {} at the second",
-                reader.size
+                at + reader.size
             );
             return Err(Error::store("replay", input, why));
         }

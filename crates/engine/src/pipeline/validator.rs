@@ -15,7 +15,7 @@ use std::sync::Arc;
 #[cfg(doc)]
 use super::batch::{check_batch, Batch};
 use super::batch::{Checked, Item, LineSum, RawForm};
-use crate::contract::{self, Contract, Reason};
+use crate::contract::{self, Contract, Reason, Resume};
 use crate::hook::{CrashPoint, Hooks};
 use crate::identity::{DedupIndex, Digests, Seen};
 use crate::spill::{Call, Fingerprints, Record, Scratch};
@@ -141,6 +141,9 @@ pub struct Spilled {
     /// The held lines' numbers and canonical digests, summed: what the replay
     /// must read again.
     pub sum: LineSum,
+    /// Where the replay starts framing: the batch of the first held line (the
+    /// content's start if it is compressed, whose offsets are not stored ones).
+    pub resume: Resume,
 }
 
 /// Step 3: the order-dependent decisions.
@@ -171,6 +174,10 @@ pub struct Sequencer {
     raw: RawForm,
     /// The first line that repeats an earlier event (the index's, or the merge's).
     first_duplicate: Option<u64>,
+    /// Where the batch being applied can be framed again from.
+    resume: Resume,
+    /// The input is compressed: a replay reads it from its start.
+    compressed: bool,
 }
 
 impl Sequencer {
@@ -195,6 +202,8 @@ impl Sequencer {
             through_line: 0,
             raw: RawForm::default(),
             first_duplicate: None,
+            resume: Resume::default(),
+            compressed: false,
         }
     }
 
@@ -216,6 +225,7 @@ impl Sequencer {
             return;
         }
         self.batches += 1;
+        self.resume = checked.resume;
         self.through_line = self.through_line.max(checked.through_line);
         self.raw.add(checked.raw);
         if self.index.is_none() && self.spilled.is_none() {
@@ -340,7 +350,12 @@ impl Sequencer {
             Some(Call::New | Call::Kept) => self.emit(line),
             None if sp.hold => {
                 // Only the merge can tell whether it is a first occurrence.
-                sp.from.get_or_insert((number, self.ordinal));
+                if sp.from.is_none() {
+                    sp.from = Some((number, self.ordinal));
+                    if !self.compressed {
+                        sp.resume = self.resume;
+                    }
+                }
                 sp.sum.add(number, d.value());
                 self.counts.accepted += 1;
                 self.ordinal += 1;
@@ -395,27 +410,40 @@ impl Sequencer {
             return;
         };
         let done = (|| -> std::io::Result<Spilled> {
+            let started = std::time::Instant::now();
             let mut scratch = Scratch::create(&plan.scratch_dir, &plan.run_id)?;
-            // The index is written through a buffer of the rest of the share.
+            // The index is written through two buffers of the rest of the share,
+            // sorted at once.
             let cap = plan
                 .every
-                .unwrap_or((plan.share - plan.index_bytes()) / Record::BYTES)
+                .unwrap_or((plan.share - plan.index_bytes()) / Record::BYTES / 2)
                 .max(1);
-            let mut buf = Vec::with_capacity(cap.min(index.len()));
+            let events = index.len();
+            let mut bufs = [0, 1].map(|_| Vec::with_capacity(cap.min(events)));
+            let crash = || plan.hooks.crash(CrashPoint::Spill);
             for d in index.entries() {
-                buf.push(Record::new(d, 0, Record::FIRST));
-                if buf.len() == cap {
-                    scratch.spill(&mut buf)?;
-                    plan.hooks.crash(CrashPoint::Spill);
+                let i = usize::from(bufs[0].len() == cap);
+                bufs[i].push(Record::new(d, 0, Record::FIRST));
+                if bufs[1].len() == cap {
+                    let [a, b] = &mut bufs;
+                    scratch.spill_two(a, b, crash)?;
                 }
             }
-            if !buf.is_empty() {
-                scratch.spill(&mut buf)?;
-                plan.hooks.crash(CrashPoint::Spill);
-            }
+            let [a, b] = &mut bufs;
+            scratch.spill_two(a, b, crash)?;
+            drop(bufs);
             drop(index);
+            let dumped = started.elapsed();
             let mut table = plan.fingerprints();
             scratch.fill(&mut table)?;
+            tracing::debug!(
+                events,
+                runs = scratch.spills,
+                dump_ms = dumped.as_millis() as u64,
+                table_ms = (started.elapsed() - dumped).as_millis() as u64,
+                table_room = table.room(),
+                "dedup index spilled; fingerprint table filled"
+            );
             let lines = (self.input_size / 64) as usize;
             // Two buffers share the room: one fills while the other is written.
             let full_cap = (plan.records_per_run(lines, 0) / 2).max(1);
@@ -432,6 +460,7 @@ impl Sequencer {
                 hold: false,
                 from: None,
                 sum: LineSum::default(),
+                resume: Resume::default(),
             })
         })();
         match done {
@@ -515,10 +544,12 @@ impl Sequencer {
         self.refusal = Some(r);
     }
 
-    /// The content size the dedup index is sized from, when it is not the stored
-    /// size (a compressed input). Only before the first batch.
-    pub fn set_input_size(&mut self, bytes: u64) {
+    /// The input is compressed: the dedup index is sized from its expected content
+    /// size `bytes`, and a replay reads it from its start (its content offsets are
+    /// not offsets of the stored bytes). Only before the first batch.
+    pub fn set_compressed(&mut self, bytes: u64) {
         self.input_size = bytes;
+        self.compressed = true;
     }
 
     pub fn counts(&self) -> Counts {

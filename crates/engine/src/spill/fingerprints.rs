@@ -91,6 +91,11 @@ impl Fingerprints {
         self.len
     }
 
+    /// Events it takes before it is full.
+    pub fn room(&self) -> usize {
+        self.room
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -83,7 +83,8 @@ pub fn merge(
             n += 1;
             r.write(&mut w)
         })?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+        // Not synced, as the runs are not (`Scratch::spill`).
+        w.into_inner().map_err(|e| e.into_error())?;
         for p in &batch {
             fs::remove_file(p)?;
         }

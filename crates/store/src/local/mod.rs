@@ -192,10 +192,14 @@ impl Store for LocalStore {
     }
 
     async fn read(&self, key: &str) -> Result<ObjectReader> {
+        self.read_from(key, 0).await
+    }
+
+    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
         let path = self.path(key)?;
         let store = self.clone();
         blocking(move || {
-            let file = File::open(&path).map_err(|e| store.err("open", &path, e))?;
+            let mut file = File::open(&path).map_err(|e| store.err("open", &path, e))?;
             let md = file.metadata().map_err(|e| store.err("stat", &path, e))?;
             if !md.is_file() {
                 return Err(Error::store(
@@ -204,7 +208,13 @@ impl Store for LocalStore {
                     "not a regular file",
                 ));
             }
-            Ok(ObjectReader::file(file, md.len()))
+            let at = offset.min(md.len());
+            if at > 0 {
+                use std::io::{Seek, SeekFrom};
+                file.seek(SeekFrom::Start(at))
+                    .map_err(|e| store.err("seek", &path, e))?;
+            }
+            Ok(ObjectReader::file(file, md.len() - at))
         })
         .await
     }

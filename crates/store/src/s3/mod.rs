@@ -276,7 +276,11 @@ impl Store for S3Store {
     }
 
     async fn read(&self, key: &str) -> Result<ObjectReader> {
-        self.read_object(key).await
+        self.read_object(key, 0).await
+    }
+
+    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+        self.read_object(key, offset).await
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {

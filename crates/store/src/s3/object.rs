@@ -25,8 +25,8 @@ enum SmallRead {
 }
 
 impl S3Store {
-    /// [`crate::Store::read`]: one streaming `GetObject`.
-    pub(super) async fn read_object(&self, key: &str) -> Result<ObjectReader> {
+    /// [`crate::Store::read_from`]: one streaming `GetObject`, ranged past `offset`.
+    pub(super) async fn read_object(&self, key: &str, offset: u64) -> Result<ObjectReader> {
         let full = self.full_key(key);
         let loc = self.loc_full(&full);
         let out = self
@@ -34,9 +34,23 @@ impl S3Store {
             .get_object()
             .bucket(&self.bucket)
             .key(&full)
+            .set_range((offset > 0).then(|| format!("bytes={offset}-")))
             .send()
             .await
             .map_err(|e| map_err("GetObject", &loc, e, Cond::None))?;
+        // A ranged GET is answered 206 with `Content-Range: bytes {offset}-…`; a
+        // server that ignores Range sends the whole object (200), which must not be
+        // taken for the rest of it.
+        let ranged = out
+            .content_range()
+            .is_some_and(|r| r.starts_with(&format!("bytes {offset}-")));
+        if offset > 0 && !ranged {
+            return Err(protocol(
+                "GetObject",
+                &loc,
+                "a ranged read was answered without its Content-Range",
+            ));
+        }
         let size = content_length(out.content_length(), "GetObject", &loc)?;
         let body = StallTimeout::new(
             Box::pin(out.body.into_async_read()),

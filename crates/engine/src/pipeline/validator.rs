@@ -81,24 +81,24 @@ impl SpillPlan {
             .max(1)
     }
 
-    /// Records buffered before a run is written: the room the fingerprint table
-    /// leaves while it lives (`table` bytes; it is freed before the merge), else
-    /// room for the bitsets of the merge (a bit per input line and per output line,
-    /// `lines` estimated).
+    /// Records buffered before a run is written, leaving room for the bitsets of the
+    /// merge (a bit per input line and per output line, `lines` estimated) and for
+    /// the fingerprint table while it lives (`table` bytes).
     fn records_per_run(&self, lines: usize, table: usize) -> usize {
         self.every.unwrap_or_else(|| {
-            let taken = if table > 0 { table } else { lines / 4 };
-            (self.share.saturating_sub(taken) / Record::BYTES).max(1024)
+            let bitsets = lines / 4;
+            (self.share.saturating_sub(bitsets + table) / Record::BYTES).max(1024)
         })
     }
 
-    /// The fingerprint table a spill makes: the index's room, at 8 bytes an event
-    /// (a test hook: twice `every` events, or as many as it says).
-    fn fingerprints(&self) -> Fingerprints {
+    /// The fingerprint table a spill makes: the index's room less the merge's
+    /// bitsets, at 8 bytes an event, so the record buffers keep the rest of the
+    /// share (a test hook: twice `every` events, or as many as it says).
+    fn fingerprints(&self, lines: usize) -> Fingerprints {
         let table = match (self.hooks.spill_table, self.every) {
             (Some(n), _) => Fingerprints::with_room(n),
             (None, Some(every)) => Fingerprints::with_room(every.saturating_mul(2)),
-            (None, None) => Fingerprints::within(self.index_bytes()),
+            (None, None) => Fingerprints::within(self.index_bytes().saturating_sub(lines / 4)),
         };
         match self.hooks.fingerprint_bits {
             Some(bits) => table.with_value_bits(bits),
@@ -434,7 +434,8 @@ impl Sequencer {
             drop(bufs);
             drop(index);
             let dumped = started.elapsed();
-            let mut table = plan.fingerprints();
+            let lines = self.lines_expected();
+            let mut table = plan.fingerprints(lines);
             scratch.fill(&mut table)?;
             tracing::debug!(
                 events,
@@ -444,7 +445,6 @@ impl Sequencer {
                 table_room = table.room(),
                 "dedup index spilled; fingerprint table filled"
             );
-            let lines = (self.input_size / 64) as usize;
             // Two buffers share the room: one fills while the other is written.
             let full_cap = (plan.records_per_run(lines, 0) / 2).max(1);
             let buffer_cap = (plan.records_per_run(lines, table.bytes()) / 2).max(1);
@@ -467,6 +467,23 @@ impl Sequencer {
             Ok(s) => self.spilled = Some(s),
             Err(e) => self.fail(&plan.scratch_dir, e),
         }
+    }
+
+    /// The input's lines, estimated at the spill from the bytes framed so far (10%
+    /// headroom; 64-byte lines before any byte is framed): they size the merge's
+    /// bitsets, which the spill leaves room for.
+    fn lines_expected(&self) -> usize {
+        let (lines, offset) = (self.through_line, self.resume.offset);
+        let estimate = match offset {
+            0 => self.input_size / 64,
+            o => {
+                u64::try_from(u128::from(self.input_size) * u128::from(lines) / u128::from(o))
+                    .unwrap_or(u64::MAX)
+                    / 10
+                    * 11
+            }
+        };
+        usize::try_from(estimate).unwrap_or(usize::MAX)
     }
 
     /// Hand the buffered records to the writer, as one more sorted run.

@@ -19,8 +19,11 @@ use super::{Record, Scratch};
 
 /// Runs merged at once; more are merged in rounds first (each reader holds a buffer).
 pub const FAN_IN: usize = 64;
-/// Read buffer per run being merged (per half, in the last merge).
-pub const READ_BUFFER: usize = 256 << 10;
+/// Read buffer per run being merged (per half, in the last merge): 8 MiB at most
+/// for [`FAN_IN`] runs, inside the budget's headroom. The runs are read back from
+/// the page cache, where larger reads gain nothing; with 256 KiB a day of many
+/// small runs (the fingerprint table's) held 32 MiB more than its budget.
+pub const READ_BUFFER: usize = 64 << 10;
 /// Where the last merge splits the id digests between its two threads: the middle
 /// of a uniform 64-bit digest.
 const SPLIT_KEY: u64 = 1 << 63;

@@ -26,6 +26,7 @@ mod replay;
 mod resolve;
 mod scan;
 mod second_pass;
+mod spill_plan;
 mod stage;
 mod stream;
 mod tidy;

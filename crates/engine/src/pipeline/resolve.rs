@@ -11,7 +11,8 @@ use fixedbitset::FixedBitSet;
 
 use super::batch::LineSum;
 use super::replay::Replay;
-use super::validator::{Counts, Sequencer, SpillPlan, Spilled, Suspect, MAX_SUSPECTS};
+use super::spill_plan::SpillPlan;
+use super::validator::{Counts, Sequencer, Spilled, Suspect, MAX_SUSPECTS};
 use crate::compression;
 use crate::config::Config;
 use crate::contract::{self, Contract, Line, LineFramer, Resume, Verdict};

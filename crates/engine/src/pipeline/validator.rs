@@ -9,14 +9,14 @@
 //! `whole.rs` strings the three together on one thread, for callers that do not
 //! need the parallel pipeline (drills, tests).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 #[cfg(doc)]
 use super::batch::{check_batch, Batch};
 use super::batch::{Checked, Item, LineSum, RawForm};
+use super::spill_plan::SpillPlan;
 use crate::contract::{self, Contract, Reason, Resume};
-use crate::hook::{CrashPoint, Hooks};
+use crate::hook::CrashPoint;
 use crate::identity::{DedupIndex, Digests, Seen};
 use crate::spill::{Call, Fingerprints, Record, Scratch};
 use crate::summary::{Refusal, RefusalKind, Rejected};
@@ -35,77 +35,6 @@ pub const CHECK_REASONS: usize = 20;
 /// Accepted events are inserted this many items after their slot was prefetched,
 /// so the cache misses of a large index overlap.
 const PREFETCH_DISTANCE: usize = 8;
-
-/// Where and when a sequencer spills its index (see [`crate::spill`]).
-#[derive(Debug, Clone)]
-pub struct SpillPlan {
-    pub scratch_dir: PathBuf,
-    pub run_id: String,
-    /// The index's share of the run's memory budget, bytes.
-    pub share: usize,
-    /// Test hook: spill every this many distinct events (and records).
-    pub every: Option<usize>,
-    pub hooks: Hooks,
-}
-
-impl SpillPlan {
-    /// The plan of an index whose share of the budget is `share` (`None`: no budget,
-    /// so no spill unless a test hook says every N events).
-    pub fn of(
-        share: Option<u64>,
-        scratch_dir: &std::path::Path,
-        run_id: &str,
-        hooks: Hooks,
-    ) -> Option<SpillPlan> {
-        if share.is_none() && hooks.spill_every.is_none() {
-            return None;
-        }
-        Some(SpillPlan {
-            scratch_dir: scratch_dir.to_owned(),
-            run_id: run_id.to_owned(),
-            share: share.map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX)),
-            every: hooks.spill_every,
-            hooks,
-        })
-    }
-
-    /// The index may take three quarters of the share; the rest is the buffer the
-    /// index is written out through when it spills.
-    fn index_bytes(&self) -> usize {
-        self.share / 4 * 3
-    }
-
-    fn index_events(&self) -> usize {
-        self.every
-            .unwrap_or_else(|| DedupIndex::events_within(self.index_bytes()))
-            .max(1)
-    }
-
-    /// Records buffered before a run is written, leaving room for the bitsets of the
-    /// merge (a bit per input line and per output line, `lines` estimated) and for
-    /// the fingerprint table while it lives (`table` bytes).
-    fn records_per_run(&self, lines: usize, table: usize) -> usize {
-        self.every.unwrap_or_else(|| {
-            let bitsets = lines / 4;
-            (self.share.saturating_sub(bitsets + table) / Record::BYTES).max(1024)
-        })
-    }
-
-    /// The fingerprint table a spill makes: the index's room less the merge's
-    /// bitsets, at 8 bytes an event, so the record buffers keep the rest of the
-    /// share (a test hook: twice `every` events, or as many as it says).
-    fn fingerprints(&self, lines: usize) -> Fingerprints {
-        let table = match (self.hooks.spill_table, self.every) {
-            (Some(n), _) => Fingerprints::with_room(n),
-            (None, Some(every)) => Fingerprints::with_room(every.saturating_mul(2)),
-            (None, None) => Fingerprints::within(self.index_bytes().saturating_sub(lines / 4)),
-        };
-        match self.hooks.fingerprint_bits {
-            Some(bits) => table.with_value_bits(bits),
-            None => table,
-        }
-    }
-}
 
 /// A canonical form not seen under its id digest (see [`Seen::Suspect`]), with the
 /// counts as they stood before its line, should it turn out to refuse the file.

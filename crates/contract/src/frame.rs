@@ -286,23 +286,11 @@ mod tests {
     }
 
     fn frame(input: &[u8], chunk_size: usize, max: usize) -> Vec<Got> {
-        let mut framer = LineFramer::new(max);
-        let mut got = Vec::new();
-        let mut sink = |line: Line<'_>| {
-            got.push(match line {
-                Line::Content { number, bytes, .. } => Got::Content(number, bytes.to_vec()),
-                Line::TooLong { number } => Got::TooLong(number),
-            });
-            Ok::<(), ()>(())
-        };
-        for chunk in input.chunks(chunk_size.max(1)) {
-            framer.push(chunk, &mut sink).expect("sink never fails");
-        }
+        let mut chunks: Vec<&[u8]> = input.chunks(chunk_size.max(1)).collect();
         if input.is_empty() {
-            framer.push(&[], &mut sink).expect("sink never fails");
+            chunks.push(&[]);
         }
-        framer.finish(&mut sink).expect("sink never fails");
-        got
+        frame_from(LineFramer::new(max), &chunks)
     }
 
     /// The same result for every chunking of the input.

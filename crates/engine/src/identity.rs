@@ -153,22 +153,7 @@ impl DedupIndex {
 
     /// Start loading the slot `d` will probe, so a later insert finds it in cache.
     pub fn prefetch(&self, d: &Digests) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = self
-                .slots
-                .as_ptr()
-                .wrapping_add(self.home(d.key))
-                .cast::<i8>();
-            // SAFETY: a prefetch is a hint; it never faults, even on a bad address
-            // (and this one is inside the table).
-            #[allow(unused_unsafe)]
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0)
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = d;
+        prefetch_slot(&self.slots, self.home(d.key));
     }
 
     /// Record an event by its digests.
@@ -327,6 +312,22 @@ impl Prefault {
     pub(crate) fn start<T>(_table: &[T]) -> Option<Prefault> {
         None
     }
+}
+
+/// Start loading `table[i]` into the cache (a table's slot a few events ahead).
+pub(crate) fn prefetch_slot<T>(table: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = table.as_ptr().wrapping_add(i).cast::<i8>();
+        // SAFETY: a prefetch is a hint; it never faults, even on a bad address
+        // (and callers pass a slot inside the table).
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (table, i);
 }
 
 /// A zeroed table. `vec!` of zeroes comes from calloc, so pages are only touched

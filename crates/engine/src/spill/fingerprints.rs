@@ -14,7 +14,7 @@
 //!   recorded: the merge decides it as it decides any recorded line (a first
 //!   occurrence, or a suspect whose full id is compared).
 
-use crate::identity::{zeroed_table, Digests, Prefault};
+use crate::identity::{prefetch_slot, zeroed_table, Digests, Prefault};
 
 /// What the table says about an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,18 +115,7 @@ impl Fingerprints {
 
     /// Start loading the slot `d` will probe.
     pub fn prefetch(&self, d: &Digests) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = self.slots.as_ptr().wrapping_add(self.home(d)).cast::<i8>();
-            // SAFETY: a prefetch is a hint; it never faults, even on a bad address
-            // (and this one is inside the table).
-            #[allow(unused_unsafe)]
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0)
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = d;
+        prefetch_slot(&self.slots, self.home(d));
     }
 
     /// Call an event and remember it unless it is taken for a copy. The caller

@@ -18,8 +18,9 @@ enum Body {
     /// A local file, read on a blocking thread straight into the caller's chunk.
     /// tokio's `File` reads into a buffer of its own and copies that into the
     /// caller's: one copy of every input byte, 5% of a local run's instructions.
-    /// `None` while a read holds it.
-    File(Option<std::fs::File>),
+    /// What was read leaves the page cache ([`crate::local::OnceRead`]). `None`
+    /// while a read holds it.
+    File(Option<crate::local::OnceRead>),
 }
 
 impl ObjectReader {
@@ -34,7 +35,7 @@ impl ObjectReader {
     /// A read of a local file of `size` bytes, from its current position.
     pub fn file(file: std::fs::File, size: u64) -> ObjectReader {
         ObjectReader {
-            body: Body::File(Some(file)),
+            body: Body::File(Some(crate::local::OnceRead::new(file))),
             size,
         }
     }
@@ -54,7 +55,7 @@ impl ObjectReader {
                 };
                 let mut chunk = std::mem::take(buf);
                 let (file, chunk, read) = tokio::task::spawn_blocking(move || {
-                    let read = crate::local::read_spare(&mut file, &mut chunk);
+                    let read = file.read(&mut chunk);
                     (file, chunk, read)
                 })
                 .await
@@ -70,7 +71,7 @@ impl ObjectReader {
     pub fn into_async_read(self) -> Box<dyn AsyncRead + Send + Unpin> {
         match self.body {
             Body::Stream(r) => r,
-            Body::File(Some(f)) => Box::new(tokio::fs::File::from_std(f)),
+            Body::File(Some(f)) => Box::new(tokio::fs::File::from_std(f.into_file())),
             Body::File(None) => Box::new(Abandoned),
         }
     }

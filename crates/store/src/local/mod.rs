@@ -19,7 +19,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 mod cas;
+mod read;
 mod stage;
+
+pub(crate) use read::OnceRead;
 
 use super::{
     Capabilities, Condition, CopyFence, Expect, Fence, Gate, Lake, Listed, Listing, ObjectMeta,
@@ -92,32 +95,6 @@ fn meta_of(md: &fs::Metadata) -> ObjectMeta {
             ino: md.ino(),
             ctime_ns: i128::from(md.ctime()) * 1_000_000_000 + i128::from(md.ctime_nsec()),
         },
-    }
-}
-
-/// One `read(2)` of `file` into the spare capacity of `buf` (which the caller
-/// made non-empty), without zeroing it first; the bytes read.
-pub(crate) fn read_spare(file: &mut File, buf: &mut bytes::BytesMut) -> io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    let spare = buf.spare_capacity_mut();
-    let (ptr, room) = (spare.as_mut_ptr(), spare.len());
-    loop {
-        // SAFETY: `ptr` and `room` are the spare capacity of `buf`, borrowed
-        // mutably here; read(2) writes at most `room` bytes there.
-        let n = unsafe { libc::read(file.as_raw_fd(), ptr.cast(), room) };
-        match usize::try_from(n) {
-            Ok(n) => {
-                // SAFETY: read(2) initialised the first `n <= room` spare bytes.
-                unsafe { buf.set_len(buf.len() + n) };
-                return Ok(n);
-            }
-            Err(_) => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-        }
     }
 }
 

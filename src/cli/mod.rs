@@ -429,7 +429,9 @@ async fn run_single(
     handles: Handles<'_>,
     recorder: &landing_engine::metrics::Recorder,
 ) -> Result<Outcome> {
-    match landing_engine::inbox::land_one(cfg, hooks, handles, None, false, None).await {
+    match landing_engine::inbox::land_one(cfg, hooks, handles, Default::default(), false, None)
+        .await
+    {
         Some(landed) => {
             let summary = landed.result.as_ref().ok();
             recorder.landed(&cfg.input_name, landed.action, summary, &landed.measured);

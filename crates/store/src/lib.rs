@@ -86,12 +86,12 @@ async fn open_with(loc: &Location, s3: &S3Options, gate: Gate) -> Result<Arc<dyn
     })
 }
 
-/// The listing of the folder or prefix `loc` that a run is told to read (`what`
-/// names the flag, `--inbox`). One that does not exist, or a local folder that
-/// cannot be read (a typo, an unmounted volume, a permission), is a configuration
-/// error naming it; an S3 failure stays a store error, which a retry may cure.
-pub async fn list_root(loc: &Location, s3: &S3Options, what: &str) -> Result<Listing> {
-    let store = open_read_only(loc, s3).await?;
+/// The listing of `store`, opened at the folder or prefix `loc` that a run is told
+/// to read (`what` names the flag, `--inbox`). One that does not exist, or a local
+/// folder that cannot be read (a typo, an unmounted volume, a permission), is a
+/// configuration error naming it; an S3 failure stays a store error, which a retry
+/// may cure.
+pub async fn list_root(store: &dyn Store, loc: &Location, what: &str) -> Result<Listing> {
     match store.list("").await {
         Err(Error::NotFound { .. }) => Err(Error::Config(format!(
             "{what} {loc}: no such folder or bucket"

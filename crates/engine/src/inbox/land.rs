@@ -2,7 +2,6 @@
 //! when its listing is what its checkpoint recorded, else a full run through
 //! [`pipeline::run`], then its run record.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -16,8 +15,8 @@ use crate::history::{self, RunRecord, Trace};
 use crate::hook::Hooks;
 use crate::layout::Layout;
 use crate::lease::LeaseRecord;
-use crate::pipeline::{self, Handles};
-use crate::store::{Lake, Listed, Store};
+use crate::pipeline::{self, Handles, Opened};
+use crate::store::{Listed, Store};
 use crate::summary::{Action, Summary};
 
 /// The cheap skip: the listing equals what the checkpoint recorded and the published
@@ -81,11 +80,12 @@ pub async fn land_one(
     cfg: &Config,
     hooks: &Hooks,
     handles: Handles<'_>,
-    lake: Option<&Arc<dyn Lake>>,
+    opened: Opened<'_>,
     try_cheap: bool,
     full_runs: Option<&Slots>,
 ) -> Option<Landed> {
     let trace = Trace::new();
+    let lake = opened.lake;
     let ran = async {
         let started = Instant::now();
         if try_cheap {
@@ -123,7 +123,7 @@ pub async fn land_one(
         let _bar = full_runs.and_then(|_| handles.terminal.in_flight(&cfg.input_name));
         let started = Instant::now();
         Some((
-            pipeline::run(cfg, lake, hooks, handles, &trace).await,
+            pipeline::run(cfg, opened, hooks, handles, &trace).await,
             false,
             started,
         ))

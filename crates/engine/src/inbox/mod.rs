@@ -31,10 +31,10 @@ use crate::error::{Error, Result};
 use crate::history;
 use crate::hook::Hooks;
 use crate::lease::Sightings;
-use crate::pipeline::Handles;
+use crate::pipeline::{Handles, Opened};
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
-use crate::store::{Lake, Listed};
+use crate::store::{Lake, Listed, Store};
 use crate::summary::{Action, Signal, Summary, Totals};
 
 mod land;
@@ -105,10 +105,11 @@ fn mib(bytes: u64) -> u32 {
     u32::try_from(bytes.div_ceil(1 << 20)).unwrap_or(u32::MAX)
 }
 
-/// The inputs of this run: listed once, filtered, in name order.
-pub async fn select(ic: &InboxConfig) -> Result<Vec<Listed>> {
+/// The inputs of this run in `inbox` (opened at `ic.inbox`): listed once, filtered,
+/// in name order.
+pub async fn select(ic: &InboxConfig, inbox: &dyn Store) -> Result<Vec<Listed>> {
     // A typo or an unmounted volume must not be a quiet night with nothing to land.
-    let listing = crate::store::list_root(&ic.inbox, &ic.base.s3, "--inbox").await?;
+    let listing = crate::store::list_root(inbox, &ic.inbox, "--inbox").await?;
     let files = listing.files.len();
     let now_ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
     let min_age_ns = ic.min_age.as_nanos() as i128;
@@ -146,6 +147,8 @@ struct Shared {
     ic: InboxConfig,
     hooks: Hooks,
     lake: Option<Arc<dyn Lake>>,
+    /// The inbox, read by every input's run.
+    inbox: Arc<dyn Store>,
     /// What the inputs' runs saw of leases held by others: an input found busy in
     /// the first pass keeps its first look in the second.
     seen: Sightings,
@@ -183,7 +186,9 @@ pub async fn run(
     terminal: &Terminal,
     recorder: &crate::metrics::Recorder,
 ) -> Result<i32> {
-    let inputs = select(ic).await?;
+    // Opened once: every input's run reads through it (one SDK client for all).
+    let inbox = crate::store::open_read_only(&ic.inbox, &ic.base.s3).await?;
+    let inputs = select(ic, &*inbox).await?;
     let (inputs, clashing) = crate::compression::one_form_each(inputs);
     // The lake shared by the cheap skips and the run records.
     let lake = match crate::store::open(&ic.base.lake, &ic.base.s3).await {
@@ -198,6 +203,7 @@ pub async fn run(
         ic: ic.clone(),
         hooks: *hooks,
         lake,
+        inbox,
         seen: Sightings::default(),
         progress: InboxProgress::new(
             &[&inputs[..], &clashing[..]].concat(),
@@ -369,7 +375,10 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
         &cfg,
         &shared.hooks,
         handles,
-        shared.lake.as_ref(),
+        Opened {
+            lake: shared.lake.as_ref(),
+            input: Some((&shared.inbox, &item.listed.name)),
+        },
         !ic.rehash,
         Some(&shared.full_runs),
     )

@@ -56,7 +56,7 @@ use crate::layout::Layout;
 use crate::lease::{Lease, Sightings};
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
-use crate::store::{Deadline, Gate, Lake};
+use crate::store::{Deadline, Gate, Lake, Store};
 use crate::summary::{Action, Summary};
 
 /// What a run is handed from above besides its settings and hooks: handles it
@@ -72,14 +72,25 @@ pub struct Handles<'a> {
     pub terminal: &'a Terminal,
 }
 
+/// Stores an inbox run opened once and shares with the runs of its inputs: one SDK
+/// client each, with its connection pool and its credentials, where opening them per
+/// input cost a small input more CPU than its own validation. `None`: the run opens
+/// its own.
+#[derive(Clone, Copy, Default)]
+pub struct Opened<'a> {
+    /// The lake (one copy-fence probe for all the inputs, too).
+    pub lake: Option<&'a Arc<dyn Lake>>,
+    /// The inbox, and the input's key in it as listed.
+    pub input: Option<(&'a Arc<dyn Store>, &'a str)>,
+}
+
 /// `landing run`: land one input under the run contract.
 ///
-/// `lake`: the lake already opened by an inbox run, shared by its inputs (one SDK
-/// client, one copy-fence probe); `None` opens it for this run. `trace`: the run's
-/// stage timer, read for its run record and the pushed metrics.
+/// `opened`: the stores an inbox run opened for its inputs. `trace`: the run's stage
+/// timer, read for its run record and the pushed metrics.
 pub async fn run(
     cfg: &Config,
-    lake: Option<&Arc<dyn Lake>>,
+    opened: Opened<'_>,
     hooks: &Hooks,
     handles: Handles<'_>,
     trace: &Trace,
@@ -89,21 +100,21 @@ pub async fn run(
     let span =
         tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %cfg.input);
     // Instrumented, not entered: inbox runs land several inputs at once on one runtime.
-    let ran = land(cfg, lake, *hooks, handles, trace, run_id);
+    let ran = land(cfg, opened, *hooks, handles, trace, run_id);
     tracing::Instrument::instrument(ran, span).await
 }
 
 /// The run's sequence: connect, lease, the work under the lease, release.
 async fn land(
     cfg: &Config,
-    shared_lake: Option<&Arc<dyn Lake>>,
+    opened: Opened<'_>,
     hooks: Hooks,
     handles: Handles<'_>,
     trace: &Trace,
     run_id: String,
 ) -> Result<Summary> {
     let deadline = Deadline::default();
-    let ctx = connect(cfg, shared_lake, hooks, handles, trace, run_id, &deadline).await?;
+    let ctx = connect(cfg, opened, hooks, handles, trace, run_id, &deadline).await?;
     let leasing = Leasing {
         lake: &ctx.lake,
         key: &ctx.layout.lock,
@@ -139,7 +150,7 @@ async fn land(
 /// run's hooks inside its writes.
 async fn connect<'a>(
     cfg: &'a Config,
-    shared_lake: Option<&Arc<dyn Lake>>,
+    opened: Opened<'_>,
     hooks: Hooks,
     handles: Handles<'a>,
     trace: &'a Trace,
@@ -147,10 +158,13 @@ async fn connect<'a>(
     deadline: &Deadline,
 ) -> Result<Ctx<'a>> {
     let input_location = cfg.input.to_string();
-    let (input, input_key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
+    let (input, input_key) = match opened.input {
+        Some((inbox, key)) => (inbox.clone(), key.to_owned()),
+        None => open_input(cfg).await.at(Step::Connect, &input_location)?,
+    };
     let gate = Gate::new(deadline.clone(), lock_wait(cfg))
         .observed_by(hooks.write_observer(handles.terminal));
-    let lake = match shared_lake {
+    let lake = match opened.lake {
         Some(lake) => lake.with_run_gate(gate),
         None => crate::store::open_gated(&cfg.lake, &cfg.s3, gate)
             .await

@@ -867,21 +867,30 @@ fn copy_answer_stalls(server: Server) {
     // failure at this step (within the hang guard) is the proof, not a clock.
 }
 
-/// The HeadObject that verifies the published copy fails (503 on every attempt): the
-/// copy is done, so the new output is published, but the checkpoint must not move.
-/// (The first HEAD of raw/ is the skip rule's; the second is the verification.)
-fn verify_head_503_always(server: Server) {
+/// CopyObject is performed but its answer is lost, and the HeadObject that would
+/// prove the published object is this run's own copy then fails (503 on every
+/// attempt): the copy is done, so the new output is published, but the checkpoint
+/// must not move. (The first HEAD of raw/ is the one the run decided on; a copy that
+/// answers sends none.) Only where the copy is fenced: elsewhere the retried copy is
+/// unconditional and answers.
+fn copy_answer_lost_then_head_503_always(server: Server) {
     check(
         server,
         Case::new(
-            "verify-head-503",
+            "copy-lost-head-503",
+            Rule::new(
+                Match::op(Op::CopyObject).key_under(LAKE_RAW),
+                Fault::ResetAfterForward,
+            ),
+            Outcome::Fails("publish"),
+        )
+        .also(
             Rule::new(
                 Match::op(Op::HeadObject).key_under(LAKE_RAW),
                 Fault::SlowDown,
             )
             .skip(1)
             .always(),
-            Outcome::Fails("publish"),
         )
         .env("LANDING_S3_MAX_ATTEMPTS", "2")
         .leaves(Visible::NewUnmarked),
@@ -1057,7 +1066,7 @@ matrix! {
     s3 copy_done_but_error_in_200_always: [seaweed, localstack];
     s3 copy_answer_lost_once: [seaweed, localstack];
     s3 copy_answer_stalls: [seaweed, localstack];
-    s3 verify_head_503_always: [seaweed, localstack];
+    s3 copy_answer_lost_then_head_503_always: [seaweed];
     s3 checkpoint_put_503_always: [seaweed, moto, localstack];
     s3 checkpoint_put_slowdown_once: [seaweed, localstack];
     s3 checkpoint_put_answer_lost_once: [seaweed, moto, localstack];

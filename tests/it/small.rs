@@ -4,6 +4,7 @@
 //! PutObject, and the sweep lists staging only when an earlier run of the input may
 //! have left some (its lease was taken over, or not released clean).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::inbox::{inbox_arg, parse_inbox, put_inbox};
@@ -156,6 +157,86 @@ fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server
     assert_eq!(staging_listings(&since()), 0, "the sweeper released clean");
 }
 
+/// What a first landing of an inbox input sends, by operation and by the zone of
+/// the key (`inbox`, or the lake's `checkpoints`, `locks`, `raw`, ...), leaving out
+/// the copy-fence probe and the inbox listing.
+fn requests_by_zone(seen: &[Seen]) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for s in seen {
+        if s.key.contains("/probe-") || s.op == Op::ListObjectsV2 {
+            continue;
+        }
+        let zone = match s.key.strip_prefix("lake/") {
+            Some(rest) => rest.split('/').next().unwrap_or(""),
+            None => s.key.split('/').next().unwrap_or(""),
+        };
+        *by.entry(format!("{:?} {zone}", s.op)).or_insert(0) += 1;
+    }
+    by
+}
+
+/// The request budget of a small input's first landing from an inbox, 11 in all:
+/// the checkpoint is read once (the cheap skip's read serves the run, whose lease
+/// was new), the published name and the quarantine are looked at once each, and no
+/// HEAD follows the copy (its answer names the object). The checkpoint then
+/// records the size and ETag a HEAD of the published object reports, so an
+/// unchanged rerun skips every input without reading it.
+fn an_inbox_first_landing_sends_eleven_requests_per_input(server: Server) {
+    let w = World::new(Kind::S3(server), "eleven-requests");
+    const N: usize = 3;
+    for i in 1..=N {
+        put_inbox(&w, &format!("s-{i}.jsonl"), &generated(200, i as u64));
+    }
+    let proxy = Proxy::start(&server.endpoint());
+    let url = proxy.url();
+    let via = [("AWS_ENDPOINT_URL", url.as_str())];
+    let (inbox, lake) = (inbox_arg(&w), w.lake_arg());
+    let r = parse_inbox(w.landing(&["run", "--inbox", &inbox, "--lake", &lake], &via));
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.totals["totals"]["published"], N, "{}", r.ctx());
+    let seen = proxy.seen();
+    let expected: BTreeMap<String, usize> = [
+        ("GetObject checkpoints", 1),
+        ("PutObject locks", 2),
+        ("HeadObject raw", 1),
+        ("HeadObject quarantine", 1),
+        ("GetObject inbox", 1),
+        ("PutObject staging", 1),
+        ("CopyObject raw", 1),
+        ("PutObject checkpoints", 1),
+        ("DeleteObject staging", 1),
+        ("PutObject runs", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_owned(), n * N))
+    .collect();
+    assert_eq!(requests_by_zone(&seen), expected, "requests of {N} inputs");
+    for i in 1..=N {
+        let name = format!("s-{i}.jsonl");
+        let ckpt: serde_json::Value = serde_json::from_slice(
+            &w.get(&format!("checkpoints/progress/{name}.json"))
+                .expect("checkpoint"),
+        )
+        .expect("checkpoint JSON");
+        let (size, marker) = w
+            .published_marker(&format!("raw/progress/{name}"))
+            .expect("published");
+        assert_eq!(ckpt["published_size"], size, "{name}: size");
+        assert_eq!(
+            ckpt["published_etag"], marker["published_etag"],
+            "{name}: the checkpoint records the ETag a HEAD reports"
+        );
+    }
+    let again = parse_inbox(w.landing(&["run", "--inbox", &inbox, "--lake", &lake], &via));
+    assert_eq!(again.run.code, Some(0), "{}", again.ctx());
+    assert_eq!(again.totals["totals"]["skipped"], N, "{}", again.ctx());
+    let reads = proxy.seen()[seen.len()..]
+        .iter()
+        .filter(|s| s.op == Op::GetObject && s.key.starts_with("inbox/"))
+        .count();
+    assert_eq!(reads, 0, "an unchanged rerun reads no input");
+}
+
 matrix! {
     small_inputs_run_several_at_once_by_default: [local, seaweed];
     large_inputs_run_alone_by_default: [local];
@@ -163,4 +244,5 @@ matrix! {
 
 matrix! {
     s3 a_sweep_lists_staging_only_after_a_run_that_may_have_left_some: [seaweed, moto];
+    s3 an_inbox_first_landing_sends_eleven_requests_per_input: [seaweed, moto, localstack];
 }

@@ -2,13 +2,14 @@
 //! when its listing is what its checkpoint recorded, else a full run through
 //! [`pipeline::run`], then its run record.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tracing::{info, warn};
 
 use super::Slots;
-use crate::checkpoint;
+use crate::checkpoint::{self, Current};
 use crate::config::Config;
 use crate::error::Result;
 use crate::history::{self, RunRecord, Trace};
@@ -16,16 +17,25 @@ use crate::hook::Hooks;
 use crate::layout::Layout;
 use crate::lease::LeaseRecord;
 use crate::pipeline::{self, Handles, Opened};
-use crate::store::{Listed, Store};
+use crate::store::{Lake, Listed, Store};
 use crate::summary::{Action, Summary};
 
+/// What the cheap skip decided.
+enum Cheap {
+    /// Unchanged since its checkpoint: skipped without a read of the input.
+    Skipped(Box<Summary>),
+    /// Land it in full. The checkpoint as read, before any lease (`None`: absent),
+    /// which the run may take for its own read (see [`Opened::checkpoint`]).
+    Run(Box<Option<Current>>),
+}
+
 /// The cheap skip: the listing equals what the checkpoint recorded and the published
-/// object is intact. `None`: run the input in full.
-async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<Option<Summary>> {
+/// object is intact.
+async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<Cheap> {
     let layout = Layout::new(&cfg.product, &listed.name).published_as(cfg.output_compression);
     let Some(cur) = checkpoint::read(lake, &layout.checkpoint, &cfg.product, &listed.name).await?
     else {
-        return Ok(None);
+        return Ok(Cheap::Run(Box::new(None)));
     };
     let rec = &cur.record;
     if !rec.input.matches(&listed.meta)
@@ -33,20 +43,41 @@ async fn cheap_skip(lake: &dyn Store, cfg: &Config, listed: &Listed) -> Result<O
             .await?
             .is_some()
     {
-        return Ok(None);
+        return Ok(Cheap::Run(Box::new(Some(cur))));
     }
     // A lease not released means a run of this input died, stalled or is still at
     // work, perhaps between its checkpoint and its cleanup: a full run takes the lease
     // (or answers busy) and sweeps what that run left, which no skip would.
     if !lease_released(lake, &layout.lock).await? {
-        return Ok(None);
+        return Ok(Cheap::Run(Box::new(Some(cur))));
     }
-    Ok(Some(Summary::skipped(
+    Ok(Cheap::Skipped(Box::new(Summary::skipped(
         pipeline::new_run_id(),
         cfg.product.clone(),
         cfg.input.to_string(),
         rec,
-    )))
+    ))))
+}
+
+/// [`cheap_skip`] where the listing gave the input's identity; `None` where it did
+/// not, or where its reads failed: the full run reports those properly, under its
+/// lease.
+async fn try_cheap(lake: Option<&Arc<dyn Lake>>, cfg: &Config) -> Option<Cheap> {
+    let (Some(lake), Some(meta)) = (lake, &cfg.input_meta) else {
+        return None;
+    };
+    let listed = Listed {
+        name: cfg.input_name.clone(),
+        meta: meta.clone(),
+        modified_ns: 0,
+    };
+    match cheap_skip(&**lake, cfg, &listed).await {
+        Ok(cheap) => Some(cheap),
+        Err(e) => {
+            tracing::debug!(error = %e, "no cheap skip");
+            None
+        }
+    }
 }
 
 /// Is the input's lease absent or released? A record that does not parse is not: the
@@ -88,25 +119,16 @@ pub async fn land_one(
     let lake = opened.lake;
     let ran = async {
         let started = Instant::now();
+        let mut read_before_lease = None;
         if try_cheap {
-            if let (Some(lake), Some(meta)) = (lake, &cfg.input_meta) {
-                let listed = Listed {
-                    name: cfg.input_name.clone(),
-                    meta: meta.clone(),
-                    modified_ns: 0,
-                };
-                match cheap_skip(&**lake, cfg, &listed).await {
-                    Ok(Some(summary)) => {
-                        trace.begin(&summary.run_id);
-                        trace.lap("checkpoint-check");
-                        return Some((Ok(summary), true, started));
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        // The full run reports it properly, under its lease.
-                        tracing::debug!(error = %e, "no cheap skip");
-                    }
+            match self::try_cheap(lake, cfg).await {
+                Some(Cheap::Skipped(summary)) => {
+                    trace.begin(&summary.run_id);
+                    trace.lap("checkpoint-check");
+                    return Some((Ok(*summary), true, started));
                 }
+                Some(Cheap::Run(read)) => read_before_lease = Some(read),
+                None => {}
             }
         }
         // Only full runs are charged: a cheap skip holds no input in memory.
@@ -122,6 +144,10 @@ pub async fn land_one(
         // An inbox input in flight has its bar on a terminal until it finishes.
         let _bar = full_runs.and_then(|_| handles.terminal.in_flight(&cfg.input_name));
         let started = Instant::now();
+        let opened = Opened {
+            checkpoint: read_before_lease.as_deref(),
+            ..opened
+        };
         Some((
             pipeline::run(cfg, opened, hooks, handles, &trace).await,
             false,

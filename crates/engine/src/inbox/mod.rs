@@ -13,7 +13,9 @@
 //! recorded with its hash, and the published object it names is intact. Anything else
 //! (no checkpoint, an older checkpoint without those fields, a different identity, a
 //! changed publish, an unreadable checkpoint, `--rehash`) goes to the full run, which
-//! decides under its lease. A cheap skip writes nothing but its run record; staging
+//! decides under its lease (and takes the checkpoint read here as its own when its
+//! lease is new: no run can have written one since). A cheap skip writes nothing but
+//! its run record; staging
 //! leftovers of an input that is only ever skipped are left to the bucket's lifecycle
 //! rule (and swept by the input's next full run).
 
@@ -378,6 +380,8 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
         Opened {
             lake: shared.lake.as_ref(),
             input: Some((&shared.inbox, &item.listed.name)),
+            // Set by `land_one`, from its cheap skip's read.
+            checkpoint: None,
         },
         !ic.rehash,
         Some(&shared.full_runs),

@@ -27,6 +27,10 @@ pub(super) struct Ctx<'a> {
     /// The input's identity before it was read (`--input-meta`, or a HEAD), recorded
     /// in the checkpoint for cheap skips.
     pub(super) input_meta: Option<ObjectMeta>,
+    /// The checkpoint as read before the lease, if the caller read it ([`Opened`]).
+    ///
+    /// [`Opened`]: super::Opened
+    pub(super) checkpoint_before_lease: Option<Option<Current>>,
     pub(super) run_id: String,
     pub(super) input: Arc<dyn Store>,
     pub(super) input_key: String,
@@ -93,10 +97,11 @@ pub(super) struct Seen {
 
 impl Seen {
     pub(super) async fn read(ctx: &Ctx<'_>) -> Result<Self> {
-        Ok(Seen {
-            raw: ctx.lake.head(&ctx.layout.raw).await?,
-            quarantine: ctx.lake.head(&ctx.layout.quarantine).await?,
-        })
+        let (raw, quarantine) = tokio::try_join!(
+            ctx.lake.head(&ctx.layout.raw),
+            ctx.lake.head(&ctx.layout.quarantine)
+        )?;
+        Ok(Seen { raw, quarantine })
     }
 }
 

@@ -48,6 +48,7 @@ pub use published::{check_published, Budget, Published};
 pub use validator::Counts;
 pub use whole::Validator;
 
+use crate::checkpoint::Current;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::history::Trace;
@@ -82,6 +83,10 @@ pub struct Opened<'a> {
     pub lake: Option<&'a Arc<dyn Lake>>,
     /// The inbox, and the input's key in it as listed.
     pub input: Option<(&'a Arc<dyn Store>, &'a str)>,
+    /// The input's checkpoint as the inbox's cheap skip read it, before the run's
+    /// lease (`Some(None)`: absent). The run takes it for its own read only if no
+    /// lease existed when it took its own (see `prepare`).
+    pub checkpoint: Option<&'a Option<Current>>,
 }
 
 /// `landing run`: land one input under the run contract.
@@ -178,6 +183,7 @@ async fn connect<'a>(
     Ok(Ctx {
         cfg,
         input_meta,
+        checkpoint_before_lease: opened.checkpoint.cloned(),
         run_id,
         input,
         input_key,

@@ -37,6 +37,16 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
             fence.map_err(at(Step::Connect))
         },
         async {
+            // No lease existed until ours, so none was held since the caller read the
+            // checkpoint: only a holder writes it, and a lease record outlives its
+            // release. (A lease deleted by hand in that instant still cannot double
+            // or tear: the promotion's fence and the checkpoint's compare-and-swap
+            // read the lake as it is, and fail the run with a conflict.)
+            if let (Inherited::Fresh, Some(read)) =
+                (lease.inherited(), &ctx.checkpoint_before_lease)
+            {
+                return Ok(read.clone());
+            }
             let (l, product) = (&ctx.layout, &ctx.cfg.product);
             checkpoint::read(&*ctx.lake, &l.checkpoint, product, &l.input_name)
                 .await

@@ -1,13 +1,13 @@
 //! Promotion: the staging object copied over the published name in one atomic
 //! publish (`CopyObject`, or `UploadPartCopy` parts above `copy_threshold`), under
-//! the destination condition the store's fence allows, then verified.
+//! the destination condition the store's fence allows.
 
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedPart};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::task::JoinSet;
 
 use super::error::{map_err, protocol, Cond};
-use super::object::object_is_runs;
+use super::object::runs_object;
 use super::upload::{abort_upload, complete_upload, join_part, MAX_PART, MAX_PARTS, MIN_PART};
 use super::{S3Store, RUN_ID_META};
 use crate::{Condition, CopyFence, Expect, Fence, ObjectMeta, Staged, Version};
@@ -22,7 +22,7 @@ const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 
 impl S3Store {
     /// [`crate::Lake::promote`]: copy the staging object over the published
-    /// name, under the destination condition `fence` allows, then verify it.
+    /// name, under the destination condition `fence` allows.
     pub(super) async fn promote_staged(
         &self,
         staged: &Staged,
@@ -52,56 +52,36 @@ impl S3Store {
             self.copy_multipart(&src, &dst, staged.size, run_id, &cond)
                 .await
         };
-        let copied_etag = match copied {
-            Ok(etag) => Some(etag),
+        match copied {
+            // The copy's answer names what a reader now sees: its ETag, and the
+            // staged size, since the source is this run's own staging object (another
+            // run can only delete it, which fails the copy). S3 reads after writes
+            // are strongly consistent, so a HEAD here would only repeat the answer.
+            Ok(etag) => Ok(ObjectMeta {
+                size: staged.size,
+                version: Version::ETag(quoted(etag)),
+            }),
             // The SDK retried a copy whose first attempt landed (its answer was lost):
             // the destination is then our own copy, which the run id metadata proves.
-            Err(Error::Precondition { .. })
-                if object_is_runs(&self.client, &self.bucket, &dst, run_id, staged.size, &loc)
-                    .await? =>
-            {
-                tracing::info!(location = %loc, "the copy landed though its answer was lost");
-                None
+            Err(Error::Precondition { location }) => {
+                match runs_object(&self.client, &self.bucket, &dst, run_id, staged.size, &loc)
+                    .await?
+                {
+                    Some(meta) => {
+                        tracing::info!(location = %loc, "the copy landed though its answer was lost");
+                        Ok(meta)
+                    }
+                    None => Err(Error::Precondition { location }),
+                }
             }
             // Our staging object is gone: a run that took the lease after ours was
             // lost swept it. Nothing was replaced.
-            Err(Error::NotFound { .. }) => {
-                return Err(Error::Conflict(format!(
-                    "conflict: this run's staging object {} is gone (another run swept it after this run's lease was lost); nothing was published",
-                    self.loc_full(&src)
-                )))
-            }
-            Err(e) => return Err(e),
-        };
-        // Verify what a reader will now see before the caller checkpoints it.
-        let meta = self.head_object(&staged.dest_key).await?.ok_or_else(|| {
-            protocol(
-                "HeadObject",
-                &loc,
-                "the published object is missing after the copy",
-            )
-        })?;
-        if meta.size != staged.size {
-            return Err(protocol(
-                "HeadObject",
-                &loc,
-                format!(
-                    "the published object has {} bytes, {} were staged",
-                    meta.size, staged.size
-                ),
-            ));
+            Err(Error::NotFound { .. }) => Err(Error::Conflict(format!(
+                "conflict: this run's staging object {} is gone (another run swept it after this run's lease was lost); nothing was published",
+                self.loc_full(&src)
+            ))),
+            Err(e) => Err(e),
         }
-        let head_etag = meta.etag().unwrap_or_default();
-        if let Some(copied_etag) = copied_etag.filter(|e| unquote(head_etag) != unquote(e)) {
-            return Err(protocol(
-                "HeadObject",
-                &loc,
-                format!(
-                    "the published object has ETag {head_etag}, the copy answered {copied_etag}"
-                ),
-            ));
-        }
-        Ok(meta)
     }
 
     /// Copy a whole object with one `CopyObject` (at most 5 GiB); returns the new ETag.
@@ -278,8 +258,14 @@ fn copy_part_size(size: u64, configured: u64) -> u64 {
         .min(MAX_PART)
 }
 
-fn unquote(etag: &str) -> &str {
-    etag.trim_matches('"')
+/// An ETag in the quoted form HeadObject answers (RFC 9110 entity-tag), which
+/// checkpoints record: SeaweedFS sends a CopyObjectResult ETag without its quotes.
+fn quoted(etag: String) -> String {
+    if etag.len() >= 2 && etag.starts_with('"') && etag.ends_with('"') {
+        etag
+    } else {
+        format!("\"{}\"", etag.trim_matches('"'))
+    }
 }
 
 #[cfg(test)]
@@ -303,6 +289,15 @@ mod tests {
         let part = copy_part_size(huge, 16 << 20);
         assert!(huge.div_ceil(part) <= MAX_PARTS);
         assert!(part <= MAX_PART);
+    }
+
+    #[test]
+    fn etags_take_the_quoted_form_head_answers() {
+        assert_eq!(quoted("abc".into()), "\"abc\"");
+        assert_eq!(quoted("\"abc\"".into()), "\"abc\"");
+        assert_eq!(quoted("\"abc-2\"".into()), "\"abc-2\"");
+        assert_eq!(quoted(String::new()), "\"\"");
+        assert_eq!(quoted("\"".into()), "\"\"");
     }
 
     #[test]

@@ -194,19 +194,46 @@ pub(super) async fn object_is_runs(
     size: u64,
     loc: &str,
 ) -> Result<bool> {
-    match client.head_object().bucket(bucket).key(key).send().await {
-        Ok(out) => Ok(!run_id.is_empty()
-            && out.content_length() == Some(size as i64)
-            && out
-                .metadata()
-                .and_then(|m| m.get(RUN_ID_META))
-                .map(String::as_str)
-                == Some(run_id)),
-        Err(e) => match map_err("HeadObject", loc, e, Cond::None) {
-            Error::NotFound { .. } => Ok(false),
-            e => Err(e),
-        },
+    Ok(runs_object(client, bucket, key, run_id, size, loc)
+        .await?
+        .is_some())
+}
+
+/// [`object_is_runs`], with the object's size and ETag when it is the run's.
+pub(super) async fn runs_object(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    run_id: &str,
+    size: u64,
+    loc: &str,
+) -> Result<Option<ObjectMeta>> {
+    let out = match client.head_object().bucket(bucket).key(key).send().await {
+        Ok(out) => out,
+        Err(e) => {
+            return match map_err("HeadObject", loc, e, Cond::None) {
+                Error::NotFound { .. } => Ok(None),
+                e => Err(e),
+            }
+        }
+    };
+    let ours = !run_id.is_empty()
+        && out.content_length() == Some(size as i64)
+        && out
+            .metadata()
+            .and_then(|m| m.get(RUN_ID_META))
+            .map(String::as_str)
+            == Some(run_id);
+    if !ours {
+        return Ok(None);
     }
+    let etag = out
+        .e_tag()
+        .ok_or_else(|| protocol("HeadObject", loc, "answer carries no ETag"))?;
+    Ok(Some(ObjectMeta {
+        size,
+        version: Version::ETag(etag.to_owned()),
+    }))
 }
 
 /// A streaming body that fails a read stalled longer than `timeout`: the SDK bounds

@@ -185,21 +185,8 @@ impl S3Store {
 }
 
 /// Does `key` (a full key) hold an object of `size` bytes written by run `run_id`
-/// (its user metadata)? How a write whose answer was lost is told apart from another's.
-pub(super) async fn object_is_runs(
-    client: &Client,
-    bucket: &str,
-    key: &str,
-    run_id: &str,
-    size: u64,
-    loc: &str,
-) -> Result<bool> {
-    Ok(runs_object(client, bucket, key, run_id, size, loc)
-        .await?
-        .is_some())
-}
-
-/// [`object_is_runs`], with the object's size and ETag when it is the run's.
+/// (its user metadata)? Its size and ETag if so: how a write whose answer was lost
+/// is told apart from another's.
 pub(super) async fn runs_object(
     client: &Client,
     bucket: &str,

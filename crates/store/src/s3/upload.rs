@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::task::JoinSet;
 
 use super::error::{is_no_such_upload, map_err, protocol, Cond, Failure};
-use super::object::object_is_runs;
+use super::object::runs_object;
 use super::{S3Store, RUN_ID_META};
 use crate::{Condition, Gate, Staged, Upload};
 use landing_error::{Error, Result};
@@ -381,7 +381,7 @@ impl S3Upload {
             // NoSuchUpload: the upload is gone because it completed. Our object,
             // by run id and size, proves it.
             Err(e) if is_no_such_upload(&e) => {
-                if object_is_runs(
+                if runs_object(
                     &ctx.client,
                     &ctx.bucket,
                     &ctx.key,
@@ -390,6 +390,7 @@ impl S3Upload {
                     &ctx.location,
                 )
                 .await?
+                .is_some()
                 {
                     tracing::info!(location = %ctx.location, "the Complete landed though its answer was lost");
                     Ok(String::new())

@@ -12,7 +12,8 @@
 //!
 //! Map:
 //! - `location.rs`: [`Location`], a path or an S3 bucket and key;
-//! - `reader.rs`: [`ObjectReader`], a streaming read, in chunks or as an `AsyncRead`;
+//! - `reader.rs`: [`ObjectReader`], a streaming read, in chunks or as an `AsyncRead`,
+//!   and a local file's as blocking reads ([`BlockingRead`]);
 //! - this file: [`open`], the [`Store`] and [`Lake`] traits and the values they
 //!   speak in ([`ObjectMeta`], [`Version`], [`Condition`], [`Staged`], [`Fence`]),
 //!   and the run's write [`Gate`] (its lease deadline, its bounded local locks and
@@ -42,7 +43,7 @@ mod reader;
 pub mod s3;
 
 pub use location::Location;
-pub use reader::ObjectReader;
+pub use reader::{BlockingRead, ObjectReader};
 
 use local::LocalStore;
 use s3::{S3Options, S3Store};

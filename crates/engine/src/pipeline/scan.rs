@@ -1,8 +1,10 @@
 //! The one pass over an input: read, hash, frame, check on both cores, sequence
 //! in input order, and hand published bytes and quarantine records to the writer.
 //!
-//! Threads: the reading task frames lines into batches; SHA-256 runs on a thread of
-//! its own, and so does the decoder of a compressed input; [`WORKERS`] threads check batches; one sequencer applies them in the
+//! Threads: the reading task frames lines into batches; a local file is read and
+//! hashed on a thread of its own (each chunk hashed while still in that core's
+//! cache), a stream's bytes are hashed on one; the decoder of a compressed input
+//! has one too; [`WORKERS`] threads check batches; one sequencer applies them in the
 //! order they were dealt, so every decision is the one a sequential pass makes.
 //!
 //! Completeness is proved, not assumed: a worker that panics or goes away closes
@@ -24,7 +26,7 @@ use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
 use crate::identity::{hex, Digester};
 use crate::progress::Progress;
-use crate::store::ObjectReader;
+use crate::store::{BlockingRead, ObjectReader};
 use crate::summary::{Refusal, RefusalKind};
 
 /// Input is read in chunks of this size.
@@ -54,7 +56,7 @@ pub(super) enum Scan {
     Verify(Sequencer),
 }
 
-/// Read the input once. Every stored byte is hashed on a thread of its own (the
+/// Read the input once. Every stored byte is hashed off the runtime (the
 /// SHA-256 returned; empty for [`Scan::Verify`], which hashes nothing); unless
 /// the scan is [`Scan::Hash`], lines are framed here, checked by [`WORKERS`] threads
 /// in parallel and sequenced in input order on another, which sends published
@@ -76,19 +78,20 @@ pub(super) async fn scan(
     digester: Digester,
     panic_worker: bool,
 ) -> Result<(String, Option<Sequencer>)> {
-    let (hash_tx, hasher, compare) = match what {
-        Scan::Verify(_) => (None, None, Compare::Raw),
-        _ => {
-            let (tx, rx) = mpsc::channel::<Bytes>(16);
-            (Some(tx), Some(spawn_hasher(rx)), Compare::No)
-        }
+    let hashing = !matches!(what, Scan::Verify(_));
+    let compare = if hashing { Compare::No } else { Compare::Raw };
+    let size = reader.size;
+    let hash_only = matches!(what, Scan::Hash);
+    let read = match reader.into_blocking() {
+        Ok(file) if hash_only => return Ok((hash_file(file, progress, input).await?, None)),
+        read => read,
     };
+    let (source, hasher) = start_reading(read, hashing);
     let mut raw = Raw {
-        size: reader.size,
-        reader,
+        source,
+        size,
         input,
         progress,
-        hash_tx,
         pending: None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -154,9 +157,10 @@ pub(super) async fn scan(
         Some(_) => dealer.abandon(),
     };
     let Raw {
-        hash_tx, progress, ..
+        source, progress, ..
     } = raw;
-    drop(hash_tx);
+    // The hasher's channel closes: it has every byte.
+    drop(source);
     progress.finish();
     let sha = hashed(hasher, input).await?;
     let seq = match sequencer {
@@ -178,6 +182,89 @@ pub(super) async fn scan(
         None => None,
     };
     Ok((sha, seq))
+}
+
+/// Start reading: a local file on a thread of its own that hashes as it reads; a
+/// stream here, hashed on a thread of its own (unless nothing hashes). The thread's
+/// handle yields the SHA-256 (empty if nothing hashes).
+fn start_reading(
+    read: std::result::Result<BlockingRead, ObjectReader>,
+    hashing: bool,
+) -> (Source, Option<tokio::task::JoinHandle<String>>) {
+    match read {
+        Ok(file) => {
+            let (tx, rx) = mpsc::channel(4);
+            (
+                Source::Thread(rx),
+                Some(spawn_file_reader(file, hashing, tx)),
+            )
+        }
+        Err(stream) if hashing => {
+            let (tx, rx) = mpsc::channel::<Bytes>(16);
+            (Source::Here(stream, Some(tx)), Some(spawn_hasher(rx)))
+        }
+        Err(stream) => (Source::Here(stream, None), None),
+    }
+}
+
+/// A hash-only scan of a local file (an unchanged input's rerun): read and hashed
+/// on one thread, through one buffer, so each chunk is hashed while it is still in
+/// that core's cache.
+async fn hash_file(mut file: BlockingRead, mut progress: Progress, input: &str) -> Result<String> {
+    let span = tracing::Span::current();
+    let (sha, progress) = tokio::task::spawn_blocking(move || {
+        let _in_run = span.enter();
+        let mut h = Sha256::new();
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        loop {
+            buf.clear();
+            match file.read_chunk(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => progress.inc(n as u64),
+                Err(e) => return (Err(e), progress),
+            }
+            h.update(&buf);
+        }
+        (Ok(hex(&h.finalize())), progress)
+    })
+    .await
+    .map_err(|e| Error::store("join hasher", input, e))?;
+    progress.finish();
+    sha.map_err(|e| Error::store("read input", input, e))
+}
+
+/// A local file read on a thread of its own, which hashes each chunk (unless
+/// `hashing` is off) right after reading it, then hands it on; its SHA-256 (empty
+/// if not hashing) once the file ends. A read error is handed on as the next chunk.
+/// The thread's end is no proof that the file ended (a panic ends it too): the
+/// scan joins it before it trusts what it read.
+fn spawn_file_reader(
+    mut file: BlockingRead,
+    hashing: bool,
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+) -> tokio::task::JoinHandle<String> {
+    tokio::task::spawn_blocking(move || {
+        let mut h = hashing.then(Sha256::new);
+        loop {
+            let mut buf = BytesMut::with_capacity(READ_CHUNK);
+            let chunk = match file.read_chunk(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => buf.freeze(),
+                Err(e) => {
+                    // The scan stops on it; nothing is hashed past it.
+                    let _ = tx.blocking_send(Err(e));
+                    break;
+                }
+            };
+            if let Some(h) = h.as_mut() {
+                h.update(&chunk);
+            }
+            if tx.blocking_send(Ok(chunk)).is_err() {
+                break; // the scan stopped reading
+            }
+        }
+        h.map(|h| hex(&h.finalize())).unwrap_or_default()
+    })
 }
 
 /// SHA-256 of every stored byte, on a thread of its own.
@@ -231,36 +318,69 @@ fn broken_refusal(b: Broken, line: u64) -> Refusal {
 /// The stored bytes as read: each chunk counted by the progress bar and hashed
 /// before anything else sees it.
 struct Raw<'a> {
-    reader: ObjectReader,
+    source: Source,
     size: u64,
     input: &'a str,
     progress: Progress,
-    /// `None`: nothing hashes ([`Scan::Verify`]).
-    hash_tx: Option<mpsc::Sender<Bytes>>,
     /// Bytes read to tell the stored form, not yet handed on.
     pending: Option<Bytes>,
+}
+
+/// Where the stored bytes come from.
+enum Source {
+    /// A local file, read and hashed on a thread of its own ([`spawn_file_reader`]).
+    Thread(mpsc::Receiver<std::io::Result<Bytes>>),
+    /// A stream, read here; each chunk goes to the hasher thread (`None`: nothing
+    /// hashes, [`Scan::Verify`]).
+    Here(ObjectReader, Option<mpsc::Sender<Bytes>>),
 }
 
 impl Raw<'_> {
     /// Read the first bytes (at least [`Codec::SNIFF_LEN`], unless the input is
     /// shorter) and tell the stored form; they are handed on by the next `next`.
     async fn sniff(&mut self) -> Result<Option<Codec>> {
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        while buf.len() < Codec::SNIFF_LEN {
-            if self.read_into(&mut buf).await? == 0 {
-                break;
+        let mut head = BytesMut::new();
+        while head.len() < Codec::SNIFF_LEN {
+            match self.read().await? {
+                Some(chunk) if head.is_empty() => head = BytesMut::from(chunk),
+                Some(chunk) => head.extend_from_slice(&chunk),
+                None => break,
             }
         }
-        let codec = Codec::sniff(&buf);
-        self.pending = Some(buf.freeze()).filter(|b| !b.is_empty());
+        let codec = Codec::sniff(&head);
+        self.pending = Some(head.freeze()).filter(|b| !b.is_empty());
         Ok(codec)
     }
 
-    async fn read_into(&mut self, buf: &mut BytesMut) -> Result<usize> {
-        self.reader
-            .read_chunk(buf)
-            .await
-            .map_err(|e| Error::store("read input", self.input, e))
+    /// The next chunk as read (hashed already if a thread read it); `None` at the end.
+    async fn read(&mut self) -> Result<Option<Bytes>> {
+        let read = match &mut self.source {
+            Source::Thread(rx) => match rx.recv().await {
+                Some(read) => read.map(Some),
+                None => Ok(None),
+            },
+            Source::Here(reader, hash_tx) => {
+                let mut buf = BytesMut::with_capacity(READ_CHUNK);
+                match reader.read_chunk(&mut buf).await {
+                    Ok(0) => Ok(None),
+                    Ok(_) => {
+                        let chunk = buf.freeze();
+                        if let Some(tx) = hash_tx {
+                            if tx.send(chunk.clone()).await.is_err() {
+                                return Err(Error::store(
+                                    "hash input",
+                                    self.input,
+                                    "hasher stopped",
+                                ));
+                            }
+                        }
+                        Ok(Some(chunk))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        read.map_err(|e| Error::store("read input", self.input, e))
     }
 }
 
@@ -269,20 +389,12 @@ impl compression::Stored for Raw<'_> {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
         let chunk = match self.pending.take() {
             Some(b) => b,
-            None => {
-                let mut buf = BytesMut::with_capacity(READ_CHUNK);
-                if self.read_into(&mut buf).await? == 0 {
-                    return Ok(None);
-                }
-                buf.freeze()
-            }
+            None => match self.read().await? {
+                Some(b) => b,
+                None => return Ok(None),
+            },
         };
         self.progress.inc(chunk.len() as u64);
-        if let Some(tx) = &self.hash_tx {
-            if tx.send(chunk.clone()).await.is_err() {
-                return Err(Error::store("hash input", self.input, "hasher stopped"));
-            }
-        }
         Ok(Some(chunk))
     }
 }
@@ -476,4 +588,95 @@ fn sequence(
     // caller tells them apart by counting.
     let flushed = send(&mut seq, 0);
     (seq, !flushed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// 3 MiB + 7 bytes, (i mod 251): several read chunks and a short last one.
+    fn pattern() -> Vec<u8> {
+        (0..(3usize << 20) + 7).map(|i| (i % 251) as u8).collect()
+    }
+    /// `openssl dgst -sha256` of [`pattern`].
+    const PATTERN_SHA: &str = "f578a61853ca2f4272dba551bd868420e22302fbb6d6dfc0cc80da1d2c7b779f";
+
+    const GOOD: &str = r#"{"event_id":"e1","learner_id":"l","lesson_id":"s","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T10:00:00Z"}"#;
+    /// `openssl dgst -sha256` of GOOD and a newline, 10,000 times.
+    const GOOD_SHA: &str = "bc13c14a941bb09f322df40adacbc62a2b9b91ed1f0c8dbea6184b573fa0f853";
+
+    fn file_of(bytes: &[u8]) -> (tempfile::NamedTempFile, ObjectReader) {
+        let mut f = tempfile::NamedTempFile::new().expect("temp file");
+        f.write_all(bytes).expect("write");
+        let file = std::fs::File::open(f.path()).expect("open");
+        (f, ObjectReader::file(file, bytes.len() as u64))
+    }
+
+    fn stream_of(bytes: Vec<u8>) -> ObjectReader {
+        let n = bytes.len() as u64;
+        ObjectReader::new(std::io::Cursor::new(bytes), n)
+    }
+
+    async fn run(reader: ObjectReader, what: Scan) -> Result<(String, Option<Sequencer>)> {
+        let limits = Limits {
+            max_line_bytes: 1 << 20,
+            max_decompressed: u64::MAX,
+        };
+        let progress = Progress::logged("test", reader.size);
+        let contract = crate::contract::progress();
+        scan(
+            reader,
+            "in.jsonl",
+            progress,
+            limits,
+            contract,
+            what,
+            Digester::new(7),
+            false,
+        )
+        .await
+    }
+
+    fn check(size: usize) -> Scan {
+        Scan::Check(Sequencer::new(crate::contract::progress(), 0, size as u64))
+    }
+
+    #[tokio::test]
+    async fn a_hash_only_scan_of_a_file_or_a_stream_is_the_sha256_of_every_byte() {
+        let (_keep, file) = file_of(&pattern());
+        assert!(file.size > 3 * READ_CHUNK as u64);
+        let (sha, seq) = run(file, Scan::Hash).await.expect("file");
+        assert_eq!((sha.as_str(), seq.is_none()), (PATTERN_SHA, true));
+        let (sha, _) = run(stream_of(pattern()), Scan::Hash).await.expect("stream");
+        assert_eq!(sha, PATTERN_SHA);
+    }
+
+    #[tokio::test]
+    async fn a_validating_scan_of_a_file_hashes_on_its_reading_thread_as_a_stream_does() {
+        let input = format!("{GOOD}\n").repeat(10_000);
+        assert!(input.len() > READ_CHUNK);
+        let (_keep, file) = file_of(input.as_bytes());
+        let (sha, seq) = run(file, check(input.len())).await.expect("file");
+        assert_eq!(sha, GOOD_SHA);
+        let c = seq.expect("a sequencer").counts();
+        assert_eq!((c.accepted, c.duplicates, c.rejected), (1, 9_999, 0));
+        let (sha, _) = run(stream_of(input.clone().into_bytes()), check(input.len()))
+            .await
+            .expect("stream");
+        assert_eq!(sha, GOOD_SHA);
+    }
+
+    #[tokio::test]
+    async fn a_file_that_cannot_be_read_is_an_error_naming_the_read_not_an_end() {
+        // read(2) of a directory fails (EISDIR): the first read of the "file".
+        let dir = tempfile::tempdir().expect("temp dir");
+        for what in [Scan::Hash, check(10)] {
+            let file = std::fs::File::open(dir.path()).expect("open the directory");
+            match run(ObjectReader::file(file, 10), what).await {
+                Err(e) => assert!(e.to_string().contains("read input"), "{e}"),
+                Ok((sha, _)) => panic!("an unreadable file scanned to an end, hash {sha}"),
+            }
+        }
+    }
 }

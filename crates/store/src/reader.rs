@@ -45,9 +45,7 @@ impl ObjectReader {
     /// grows by 64 KiB first if it has none); `0` at the end of the object.
     pub async fn read_chunk(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
         use tokio::io::AsyncReadExt;
-        if buf.capacity() == buf.len() {
-            buf.reserve(1 << 16);
-        }
+        make_room(buf);
         match &mut self.body {
             Body::Stream(r) => r.read_buf(buf).await,
             Body::File(slot) => {
@@ -75,10 +73,7 @@ impl ObjectReader {
     /// for a stream, and for a file whose read was abandoned.
     pub fn into_blocking(self) -> Result<BlockingRead, ObjectReader> {
         match self.body {
-            Body::File(Some(file)) => Ok(BlockingRead {
-                file,
-                size: self.size,
-            }),
+            Body::File(Some(file)) => Ok(BlockingRead { file }),
             body => Err(ObjectReader {
                 body,
                 size: self.size,
@@ -99,16 +94,20 @@ impl ObjectReader {
 /// A local file read with blocking calls ([`ObjectReader::into_blocking`]).
 pub struct BlockingRead {
     file: crate::local::OnceRead,
-    pub size: u64,
 }
 
 impl BlockingRead {
     /// As [`ObjectReader::read_chunk`], on the calling thread.
     pub fn read_chunk(&mut self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
-        if buf.capacity() == buf.len() {
-            buf.reserve(1 << 16);
-        }
+        make_room(buf);
         self.file.read(buf)
+    }
+}
+
+/// A full `buf` grows by 64 KiB: a read always has room for at least a byte.
+fn make_room(buf: &mut bytes::BytesMut) {
+    if buf.capacity() == buf.len() {
+        buf.reserve(1 << 16);
     }
 }
 

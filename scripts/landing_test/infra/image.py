@@ -59,7 +59,7 @@ def podman_build(make_args, what: str) -> tuple[str, int]:
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str]:
+def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str, int]:
     """Three local images, FROM scratch (no registry is reachable here):
 
     runtime: the binary's shared libraries (ldd) and the host's CA certificates,
@@ -74,6 +74,7 @@ def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str]:
       minutes of 2 cores; this is seconds.
     tools: busybox alone, bind-mounted into test steps (never part of the image
       under test) to check the user and to make / read-only.
+    Returns their names and the builds retried (podman_build).
     """
     rt = work / "runtime"
     for lib in re.findall(r"(/\S+) \(0x", run(["ldd", binary]).stdout):
@@ -113,14 +114,15 @@ def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str]:
     (tools / "bin").mkdir(parents=True)
     shutil.copy2(busybox, tools / "bin/busybox")
 
-    names = []
+    names, retries = [], 0
     for what, env in (("runtime", ""), ("builder", "ENV PATH=/usr/local/bin:/bin\nWORKDIR /\n"), ("tools", "")):
         (work / f"Containerfile.{what}").write_text(f"FROM scratch\nCOPY {what}/ /\n{env}")
         name = f"localhost/landing-infra-{what}:{tag}"
-        podman_build(lambda _: ("--isolation", "chroot", "--layers=false", "-q", "-f", work / f"Containerfile.{what}",
+        _, r = podman_build(lambda _: ("--isolation", "chroot", "--layers=false", "-q", "-f", work / f"Containerfile.{what}",
                                 "-t", name, work), f"podman build of the {what} base image")
         names.append(name)
-    return names[0], names[1], names[2]
+        retries += r
+    return names[0], names[1], names[2], retries
 
 
 def seaweed_env() -> dict[str, str]:
@@ -149,17 +151,18 @@ def check_image(ctx) -> str:
     with tempfile.TemporaryDirectory(prefix="landing-infra-") as tmp:
         work = Path(tmp)
         try:
-            runtime, builder, tools = build_bases(work, ctx.binary, tag)
+            runtime, builder, tools, retries = build_bases(work, ctx.binary, tag)
             made += [runtime, builder, tools]
             # The production Dockerfile, only the base-image arguments changed.
             t0 = time.monotonic()
             # --layers=false: no intermediate images are kept (they would pile up,
             # ~400 MB a run); layer caching is not what is under test.
-            out, retries = podman_build(
+            out, r = podman_build(
                 lambda _: ("--isolation", "chroot", "--layers=false", "-f", ROOT / "Dockerfile",
                            "--build-arg", f"BUILDER_IMAGE={builder}", "--build-arg", f"RUNTIME_IMAGE={runtime}",
                            "--build-arg", f"VERSION={version}", "-t", image, ROOT),
                 "podman build of the Dockerfile")
+            retries += r
             made.append(image)
             build_s = time.monotonic() - t0
             require("fake cargo: release binary = the test-built binary" in out,

@@ -653,7 +653,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_validating_scan_of_a_file_hashes_on_its_reading_thread_as_a_stream_does() {
+    async fn a_validating_scan_of_a_file_or_a_stream_hashes_every_byte_and_counts_every_line() {
         let input = format!("{GOOD}\n").repeat(10_000);
         assert!(input.len() > READ_CHUNK);
         let (_keep, file) = file_of(input.as_bytes());

@@ -119,7 +119,7 @@ def build_bases(work: Path, binary: Path, tag: str) -> tuple[str, str, str, int]
         (work / f"Containerfile.{what}").write_text(f"FROM scratch\nCOPY {what}/ /\n{env}")
         name = f"localhost/landing-infra-{what}:{tag}"
         _, r = podman_build(lambda _: ("--isolation", "chroot", "--layers=false", "-q", "-f", work / f"Containerfile.{what}",
-                                "-t", name, work), f"podman build of the {what} base image")
+                                       "-t", name, work), f"podman build of the {what} base image")
         names.append(name)
         retries += r
     return names[0], names[1], names[2], retries

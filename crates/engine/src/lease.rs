@@ -120,6 +120,8 @@ pub struct Sightings(Arc<std::sync::Mutex<std::collections::HashMap<String, Sigh
 struct Sighting {
     version: String,
     since: Instant,
+    /// When this version will have stayed unchanged long enough to be taken over.
+    due: Option<Instant>,
 }
 
 impl Sightings {
@@ -133,14 +135,32 @@ impl Sightings {
         let s = seen.entry(location.to_owned()).or_insert_with(|| Sighting {
             version: version.to_owned(),
             since: now,
+            due: None,
         });
         if s.version != version {
             *s = Sighting {
                 version: version.to_owned(),
                 since: now,
+                due: None,
             };
         }
         now.duration_since(s.since)
+    }
+
+    /// Record that the version last seen at `location` may be taken over once it has
+    /// stayed unchanged for `needed`.
+    fn needs(&self, location: &str, needed: Duration) {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = seen.get_mut(location) {
+            s.due = Some(s.since + needed);
+        }
+    }
+
+    /// When the lease at `location`, as last seen, may be taken over if it stays as
+    /// it is: a run waiting for it looks again then, not a backoff step later.
+    pub fn due(&self, location: &str) -> Option<Instant> {
+        let seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(location).and_then(|s| s.due)
     }
 
     /// Tests: pretend `version` at `location` was first seen `ago`.
@@ -151,7 +171,15 @@ impl Sightings {
             .expect("a clock that far back");
         let mut seen = self.0.lock().unwrap();
         let version = version.to_owned();
-        seen.insert(location.to_owned(), Sighting { version, since });
+        let due = None;
+        seen.insert(
+            location.to_owned(),
+            Sighting {
+                version,
+                since,
+                due,
+            },
+        );
     }
 }
 
@@ -345,6 +373,7 @@ impl Lease {
         // previous one began) has landed by then, and its writes are over.
         let needed = held.ttl().unwrap_or(opts.ttl) + opts.margin;
         let unchanged = seen.unchanged_for(&location, &current.version);
+        seen.needs(&location, needed);
         let busy = || Error::Busy {
             location: location.clone(),
             holder: format!("{} on {} (pid {})", held.run_id, held.host, held.pid),
@@ -899,6 +928,38 @@ mod tests {
         assert!(!record_names(b"{", "a"));
     }
 
+    /// A busy answer leaves when the lease may be taken over if it stays as it is:
+    /// one TTL plus the margin after this process first saw that version.
+    #[tokio::test]
+    async fn a_busy_lease_says_when_it_may_be_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let o = with_margin(Duration::from_secs(30), Duration::from_secs(10));
+        let _a = Lease::acquire(
+            store.clone(),
+            "l.lock",
+            "a",
+            o,
+            Deadline::default(),
+            &fresh(),
+        )
+        .await
+        .unwrap();
+        let seen = fresh();
+        let location = store.location("l.lock");
+        assert_eq!(seen.due(&location), None, "nothing seen yet");
+        let before = Instant::now();
+        let b = Lease::acquire(store.clone(), "l.lock", "b", o, Deadline::default(), &seen).await;
+        let after = Instant::now();
+        assert!(matches!(b, Err(Error::Busy { .. })), "{:?}", b.err());
+        let due = seen
+            .due(&location)
+            .expect("a busy look leaves its due instant");
+        let needed = Duration::from_secs(40);
+        assert!(due >= before + needed && due <= after + needed, "{due:?}");
+        assert_eq!(seen.due(&store.location("other.lock")), None);
+    }
+
     #[tokio::test]
     async fn a_live_lease_is_busy_for_another_run_and_names_its_holder() {
         let dir = tempfile::tempdir().unwrap();
@@ -1138,9 +1199,27 @@ mod tests {
         assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
     }
 
-    /// A TTL of 1.5 s: renewed every 500 ms, so 2 s later only renewals can have
-    /// kept the deadline ahead.
+    /// A TTL of 1.5 s, renewed every 500 ms: by the fourth renewal the TTL has passed
+    /// since the lease was taken, so only renewals can have kept it.
     const SHORT: Duration = Duration::from_millis(1500);
+
+    /// Wait, polling the stored record, until the holder has renewed it `n` times
+    /// (the renewal counter it writes); a bound only a hang would reach.
+    async fn until_renewed(store: &dyn Store, key: &str, n: u64) -> LeaseRecord {
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = stored(store, key).await;
+            if r.renewal >= n {
+                return r;
+            }
+            assert!(
+                Instant::now() < until,
+                "renewed {} times, not {n}",
+                r.renewal
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 
     #[tokio::test]
     async fn renewals_keep_the_lease_past_its_ttl() {
@@ -1156,16 +1235,14 @@ mod tests {
         )
         .await
         .unwrap();
-        let first = stored(&*store, "l.lock").await.expires().unwrap();
-        tokio::time::sleep(Duration::from_millis(2000)).await;
+        let first = stored(&*store, "l.lock").await;
+        assert_eq!(first.renewal, 0, "a fresh lease is not renewed yet");
+        let later = until_renewed(&*store, "l.lock", 4).await;
         lease.ensure_held().expect("renewed before its deadline");
-        let later = stored(&*store, "l.lock").await;
         assert_eq!(later.run_id, "a");
-        assert!(later.expires().unwrap() > first, "the expiry moved on");
         assert!(
-            later.renewal >= 2,
-            "each renewal is counted: {}",
-            later.renewal
+            later.expires().unwrap() > first.expires().unwrap(),
+            "the expiry moved on"
         );
     }
 
@@ -1184,7 +1261,8 @@ mod tests {
         )
         .await
         .unwrap();
-        tokio::time::sleep(Duration::from_millis(2000)).await;
+        // Four renewals landed, each answered 412: the TTL has passed since the take.
+        until_renewed(&*store, "l.lock", 4).await;
         lease.ensure_held().expect("still ours after lost answers");
         assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
     }
@@ -1205,7 +1283,8 @@ mod tests {
         )
         .await
         .unwrap();
-        tokio::time::sleep(Duration::from_millis(2000)).await;
+        // The failed first renewal's retry and three more landed: past the TTL.
+        until_renewed(&*store, "l.lock", 4).await;
         lease.ensure_held().expect("the retry renewed it");
         assert_eq!(stored(&*store, "l.lock").await.run_id, "a");
     }
@@ -1229,7 +1308,12 @@ mod tests {
             .put_small("l.lock", other.clone(), Condition::None)
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(2000)).await;
+        // The next renewal finds b's record and gives the lease up.
+        let until = Instant::now() + Duration::from_secs(60);
+        while lease.ensure_held().is_ok() {
+            assert!(Instant::now() < until, "the lease was never given up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert!(matches!(lease.ensure_held(), Err(Error::Conflict(_))));
         let left = store.get_small("l.lock").await.unwrap().unwrap();
         assert_eq!(left.bytes, other, "b's lease is left alone");

@@ -2,7 +2,7 @@
 //! `--lease-wait` while another run holds it.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::info;
 
@@ -16,7 +16,7 @@ use crate::summary::Signal;
 
 /// How long a local file lock is waited for, and the lease's margin where no write
 /// can outlive its check of the deadline: a tenth of the TTL.
-pub(super) fn lock_wait(cfg: &Config) -> std::time::Duration {
+pub(super) fn lock_wait(cfg: &Config) -> Duration {
     cfg.lease_ttl / 10
 }
 
@@ -29,6 +29,10 @@ fn lease_options(cfg: &Config, lake: &dyn Store) -> LeaseOptions {
         instant_takeover: caps.instant_takeover,
     }
 }
+
+/// How long after a held lease becomes takeable a waiting run looks again: the
+/// monotonic clock's sleep may wake a little early.
+const DUE_SLACK: Duration = Duration::from_millis(20);
 
 /// Which lease a run takes, and what its process has seen of it.
 pub(super) struct Leasing<'a> {
@@ -82,6 +86,15 @@ pub(super) async fn take_lease(
             info!(error = %busy, wait_secs = left.as_secs(), "lease held by another run; waiting for it");
         }
         let pause = delays.next().unwrap_or(left).min(left);
+        // A holder's record that may be taken over before the next backoff step is
+        // looked at again right then: a dead holder delays a run by its TTL plus the
+        // margin, not by up to one more step (5 s) on top.
+        let due = l
+            .seen
+            .due(&l.lake.location(l.key))
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero());
+        let pause = due.map_or(pause, |d| pause.min(d + DUE_SLACK));
         tokio::select! {
             biased;
             signal = shutdown.signalled() => return Ok(Err(signal)),

@@ -8,8 +8,9 @@ use clap::{Args, ValueEnum};
 
 use landing_engine::compression::{OutputCompression, DEFAULT_MAX_DECOMPRESSED};
 use landing_engine::config::{ContractSource, Progress, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT};
-use landing_engine::hook::{CrashPoint, FreezePoint, PausePoint};
 use landing_store::s3::{defaults, ChecksumMode, ConditionalCopy};
+
+use super::hooks::{LineHooks, RunHooks};
 
 /// Log format on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -63,26 +64,8 @@ pub struct CommonArgs {
     #[arg(long, env = "LANDING_SCRATCH_DIR", help_heading = "Limits")]
     pub scratch_dir: Option<PathBuf>,
 
-    /// Test hook: spill the dedup index every N distinct events (and N records).
-    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
-    pub spill_every: Option<usize>,
-
-    /// Test hook: after a spill, replay (`true`) or stage as lines come (`false`),
-    /// instead of choosing by the copies seen before the spill.
-    #[arg(long, env = "LANDING_TEST_SPILL_REPLAY", hide = true)]
-    pub spill_replay: Option<bool>,
-
-    /// Test hook: keep only N bits of each id digest, so distinct ids share digests.
-    #[arg(long, env = "LANDING_TEST_ID_DIGEST_BITS", hide = true)]
-    pub id_digest_bits: Option<u32>,
-
-    /// Test hook: after a spill, the fingerprint table's room in events.
-    #[arg(long, env = "LANDING_TEST_SPILL_TABLE", hide = true)]
-    pub spill_table: Option<usize>,
-
-    /// Test hook: keep only N bits of the fingerprint table's canonical fingerprint.
-    #[arg(long, env = "LANDING_TEST_FINGERPRINT_BITS", hide = true)]
-    pub fingerprint_bits: Option<u32>,
+    #[command(flatten)]
+    pub line_hooks: LineHooks,
 
     /// Log format on stderr.
     #[arg(
@@ -168,17 +151,9 @@ pub struct RunArgs {
     #[arg(long, env = "LANDING_PUSHGATEWAY_TIMEOUT", default_value_t = landing_engine::metrics::DEFAULT_TIMEOUT, help_heading = "Output")]
     pub pushgateway_timeout: u64,
 
-    /// Drill hook: abort the process at a named point (crash drills and tests).
-    #[arg(long, env = "LANDING_CRASH_AT", hide = true)]
-    pub crash_at: Option<CrashPoint>,
+    #[command(flatten)]
+    pub run_hooks: RunHooks,
 
-    /// Test hook: pause at a named point until a line arrives on stdin.
-    #[arg(long, env = "LANDING_PAUSE_AT", hide = true, value_enum)]
-    pub pause_at: Option<PausePoint>,
-
-    /// Test hook: stop the process (SIGSTOP) inside a named write.
-    #[arg(long, env = "LANDING_FREEZE_AT", hide = true, value_enum)]
-    pub freeze_at: Option<FreezePoint>,
     #[command(flatten)]
     pub inbox: InboxArgs,
 

@@ -2,6 +2,7 @@
 //! its `LANDING_*` variable), and the dispatch of a parsed command to the library.
 
 pub mod args;
+mod hooks;
 mod settings;
 
 use clap::{Parser, Subcommand};
@@ -187,9 +188,8 @@ pub struct VerifyArgs {
     #[arg(long, env = "LANDING_SCRATCH_DIR", help_heading = "Limits")]
     pub scratch_dir: Option<std::path::PathBuf>,
 
-    /// Test hook: spill --deep's index every N distinct events.
-    #[arg(long, env = "LANDING_TEST_SPILL_EVERY", hide = true)]
-    pub spill_every: Option<usize>,
+    #[command(flatten)]
+    pub deep_hooks: hooks::DeepHooks,
 }
 
 #[derive(Debug, Clone, clap::Args)]

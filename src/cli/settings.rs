@@ -52,14 +52,9 @@ impl S3Args {
 }
 
 impl RunArgs {
-    /// The crash and pause hooks of this run (hidden flags; normally none).
+    /// The hooks of this run (hidden flags; normally none).
     pub fn hooks(&self) -> Hooks {
-        Hooks {
-            crash_at: self.crash_at,
-            pause_at: self.pause_at,
-            freeze_at: self.freeze_at,
-            ..self.common.hooks()
-        }
+        self.run_hooks.over(self.common.hooks())
     }
 
     /// Validate `landing run`'s arguments (every LANDING_* variable included).
@@ -236,14 +231,7 @@ impl CommonArgs {
 
     /// The test hooks `check` shares with `run` (hidden flags; normally none).
     pub fn hooks(&self) -> Hooks {
-        Hooks {
-            spill_every: self.spill_every.filter(|&n| n > 0),
-            spill_replay: self.spill_replay,
-            id_digest_bits: self.id_digest_bits,
-            spill_table: self.spill_table,
-            fingerprint_bits: self.fingerprint_bits,
-            ..Hooks::default()
-        }
+        self.line_hooks.hooks()
     }
 
     /// The budget from --max-memory, else from the cgroup limit, for `jobs` runs.
@@ -336,7 +324,7 @@ impl crate::cli::VerifyArgs {
         Ok(Some(DeepConfig {
             memory,
             scratch_dir: self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
-            spill_every: self.spill_every.filter(|&n| n > 0),
+            spill_every: self.deep_hooks.spill_every(),
         }))
     }
 }

@@ -3,6 +3,11 @@
 //! them. Bodies that run on several backends are expanded by [`matrix!`] (in
 //! `support`), so a test's name is `<module>::<body>::<backend>`.
 
+// The suites drive the binary's test hooks (pause points, crash points by variable,
+// spill sizes), which only a build with this feature has.
+#[cfg(not(feature = "test-hooks"))]
+compile_error!("the integration tests need the binary's test hooks: `cargo test --features test-hooks` (scripts/test passes it)");
+
 #[macro_use]
 mod support;
 

@@ -194,12 +194,12 @@ async fn child(cfg: &DrillConfig, s: &Scratch, crash_at: Option<&str>) -> Result
         "never",
     ])
     .args(&cfg.child_args)
-    .env_remove("LANDING_CRASH_AT")
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
+    // A flag, not a variable: a release build reads no hook from its environment.
     if let Some(p) = crash_at {
-        cmd.env("LANDING_CRASH_AT", p);
+        cmd.args(["--crash-at", p]);
     }
     let out = cmd
         .output()

@@ -33,6 +33,25 @@ def check_dockerfile(ctx) -> str:
 
 
 
+# What only a build with the `test-hooks` feature holds (src/cli/hooks.rs): the hooks'
+# variables and flags. A variable set in a pod must never crash, pause, freeze or
+# resize a production run, so the image's binary holds none of these names.
+TEST_HOOK_NAMES = ("LANDING_CRASH_AT", "LANDING_PAUSE_AT", "LANDING_FREEZE_AT", "LANDING_TEST_SPILL_EVERY",
+                   "LANDING_TEST_SPILL_REPLAY", "LANDING_TEST_ID_DIGEST_BITS", "LANDING_TEST_SPILL_TABLE",
+                   "LANDING_TEST_FINGERPRINT_BITS", "pause-at", "freeze-at", "spill-every", "spill-replay",
+                   "id-digest-bits", "spill-table", "fingerprint-bits")
+# Set in the image's runs: honoured, the first kills the run mid-stream and the others
+# fail its merge, so a publish-then-skip proves the image's binary ignores them.
+TEST_HOOK_ENV = " LANDING_CRASH_AT=mid-stream LANDING_TEST_SPILL_EVERY=1 LANDING_TEST_FINGERPRINT_BITS=0"
+
+
+def test_hook_names(binary: Path) -> list[str]:
+    """The test hooks' names among the printable strings of `binary` (binutils'
+    `strings`, every section)."""
+    found = run(["strings", "-a", binary]).stdout
+    return [n for n in TEST_HOOK_NAMES if n in found]
+
+
 def podman(*args, check=True, timeout=900, **kw):
     return run(["podman", *args], check=check, timeout=timeout, **kw)
 
@@ -191,6 +210,10 @@ def check_image(ctx) -> str:
                     require(out.stat().st_size > 0, f"{path} is empty in the image")
                 require("_landing()" in (work / "image-landing.bash").read_text(),
                         "the image's bash completion is not landing's")
+                shipped = work / "image-landing"
+                podman("cp", f"{box}:/usr/local/bin/landing", shipped)
+                hooks = test_hook_names(shipped)
+                require(not hooks, f"the image's binary holds test hooks: {hooks}")
             finally:
                 podman("rm", "-f", box, check=False)
 
@@ -210,7 +233,7 @@ def check_image(ctx) -> str:
             env_line = ("ENV AWS_ENDPOINT_URL=" + sw["ENDPOINT"] + " AWS_REGION=us-east-1"
                         " AWS_SHARED_CREDENTIALS_FILE=/run/secrets/aws AWS_CONFIG_FILE=/dev/null"
                         " LANDING_S3_FORCE_PATH_STYLE=true LANDING_LOG_FORMAT=json LANDING_LOG_LEVEL=warn"
-                        " LANDING_PROGRESS=never")
+                        " LANDING_PROGRESS=never" + TEST_HOOK_ENV)
             secret = f"--mount=type=secret,id=aws,target=/run/secrets/aws,uid={uid},mode=0400"
             tools_mnt = f"--mount=type=bind,from={tools},source=/,target=/.t"
 
@@ -264,6 +287,7 @@ def check_image(ctx) -> str:
             for name in reversed(made):
                 podman("rmi", "-f", name, check=False)
     return (f"Dockerfile built in {build_s:.1f} s (user {user}, entrypoint {entry[0]}); "
-            "publish+skip as the image user, and again with / read-only"
+            f"no test hook in its binary ({len(TEST_HOOK_NAMES)} names); "
+            "publish+skip as the image user, and again with / read-only, the hooks' variables set"
             + (f"; podman's re-exec fault ({REEXEC_FAULT}) retried {retries} time(s)" if retries else ""))
 

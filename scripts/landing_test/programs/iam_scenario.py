@@ -89,7 +89,7 @@ def without_field(data, field):
 
 
 def crash_verdicts(point, returncode, stderr, record):
-    """A drill crash at `point` (LANDING_CRASH_AT): the hook prints its marker, then
+    """A drill crash at `point` (`--crash-at`): the hook prints its marker, then
     SIGKILLs its own process; anything else (a denial, an error exit, a panic's
     abort) means the run never reached the point. The killed run's lease is left
     held (`record`, as read back)."""
@@ -365,10 +365,9 @@ def main():
         return subprocess.run([binary, *args], env=e, capture_output=True, text=True, timeout=timeout)
 
     def land(lake=f"s3://{LAKE}/lake", crash=None, name=NAME, extra=None):
-        e = dict(extra or {})
-        if crash:
-            e["LANDING_CRASH_AT"] = crash  # the drills' crash hook: the process kills itself there
-        return landing("run", "--input", f"s3://{INBOX}/inbox/{name}", "--lake", lake, extra=e)
+        # The drills' crash hook, a flag in every build: the process kills itself there.
+        hook = ["--crash-at", crash] if crash else []
+        return landing("run", "--input", f"s3://{INBOX}/inbox/{name}", "--lake", lake, *hook, extra=extra)
 
     def keys_under(prefix):
         return [o["Key"] for o in admin.list_objects_v2(Bucket=LAKE, Prefix=prefix).get("Contents", [])]

@@ -46,7 +46,17 @@ pub struct Opts {
 }
 
 /// The model's verdict on the plain (or gzip) `input` under `contract`.
+///
+/// Memoised on disk under the test build's temp folder, keyed by the SHA-256 of the
+/// model's source, the contract, the options and the input: many tests ask the model
+/// about the same generated days, each in a process of its own under nextest, and the
+/// model is the slowest part of their setup. A memo is the model's own output for
+/// exactly these inputs, so the expected value still comes from the model alone.
 pub fn expect(contract: &Path, input: &[u8], opts: Opts) -> Expected {
+    let memo = memo_dir(contract, input, opts);
+    if let Some(e) = read_memo(&memo) {
+        return e;
+    }
     let dir = tempfile::tempdir().expect("temp dir for the model");
     let (inp, out, quar) = (
         dir.path().join("input"),
@@ -76,7 +86,56 @@ pub fn expect(contract: &Path, input: &[u8], opts: Opts) -> Expected {
         "the reference model failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let v: Value = serde_json::from_slice(&o.stdout).expect("the model prints one JSON object");
+    write_memo(&memo, &o.stdout, &out, &quar);
+    parse(&o.stdout, &out, &quar)
+}
+
+/// Where the model's answer for these exact inputs is kept.
+fn memo_dir(contract: &Path, input: &[u8], opts: Opts) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [
+        std::fs::read(model_dir().join("landing_model.py")).expect("the model's source"),
+        std::fs::read(contract).expect("the contract file"),
+        format!("{}/{:?}", opts.max_rejected_lines, opts.max_line_bytes).into_bytes(),
+        input.to_vec(),
+    ] {
+        // Each part's length first, so that no two splits of the same bytes collide.
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(&part);
+    }
+    let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("model-memo")
+        .join(key)
+}
+
+fn read_memo(memo: &Path) -> Option<Expected> {
+    let stdout = std::fs::read(memo.join("stdout.json")).ok()?;
+    Some(parse(
+        &stdout,
+        &memo.join("published"),
+        &memo.join("quarantine"),
+    ))
+}
+
+/// Keep the model's answer: written into a folder of its own, then renamed into
+/// place whole, so a concurrent reader sees all of it or none.
+fn write_memo(memo: &Path, stdout: &[u8], published: &Path, quarantine: &Path) {
+    let parent = memo.parent().expect("the memo folder has a parent");
+    std::fs::create_dir_all(parent).expect("create the model memo folder");
+    let tmp = tempfile::tempdir_in(parent).expect("a temp folder for a memo");
+    std::fs::copy(published, tmp.path().join("published")).expect("memo the published bytes");
+    std::fs::copy(quarantine, tmp.path().join("quarantine")).expect("memo the quarantine");
+    std::fs::write(tmp.path().join("stdout.json"), stdout).expect("memo the verdict");
+    // Another test may have kept the same answer first: theirs is as good.
+    if std::fs::rename(tmp.path(), memo).is_ok() {
+        std::mem::forget(tmp);
+    }
+}
+
+fn parse(stdout: &[u8], out: &Path, quar: &Path) -> Expected {
+    let v: Value = serde_json::from_slice(stdout).expect("the model prints one JSON object");
     let count = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("model {k}: {v}"));
     Expected {
         action: v["action"].as_str().expect("model action").to_owned(),
@@ -84,8 +143,8 @@ pub fn expect(contract: &Path, input: &[u8], opts: Opts) -> Expected {
         accepted_rows: count("accepted_rows"),
         rejected_rows: count("rejected_rows"),
         duplicate_rows: count("duplicate_rows"),
-        published: std::fs::read(&out).expect("the model's published bytes"),
-        quarantine: std::fs::read(&quar).expect("the model's quarantine bytes"),
+        published: std::fs::read(out).expect("the model's published bytes"),
+        quarantine: std::fs::read(quar).expect("the model's quarantine bytes"),
         quarantine_reasons: v["quarantine_reasons"]
             .as_array()
             .expect("model quarantine_reasons")

@@ -47,6 +47,16 @@ class CheckSizes(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("src/cli/args.rs: 700 lines", p.stdout)
 
+    def test_a_test_only_item_near_the_top_does_not_stop_the_count(self) -> None:
+        path = self.root / "crates/contract/src/frame.rs"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "use std::io;\n#[cfg(test)]\nuse std::fmt;\n" + "fn f() {}\n" * 700
+        text += "#[cfg(test)]\n#[allow(clippy::all)]\nmod tests {\n    // t\n}\n"
+        path.write_text(text)
+        p = self.run_it()
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout.strip(), "crates/contract/src/frame.rs: 703 lines before its tests (limit 600)")
+
     def test_integration_tests_are_not_measured(self) -> None:
         self.write("tests/it/kill.rs", 2000)
         p = self.run_it()

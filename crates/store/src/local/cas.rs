@@ -26,7 +26,7 @@ impl LocalStore {
     /// Take the guard of `key` within the gate's bound, or answer busy.
     pub(super) fn guard(&self, key: &str, dest: &Path) -> Result<File> {
         let guard = self.guard_path(key)?;
-        match lock_guard(&guard, self.gate.lock_wait) {
+        match lock_guard(&guard, self.gate.lock_wait, || {}) {
             Ok(Some(f)) => Ok(f),
             Ok(None) => Err(Error::Busy {
                 location: dest.display().to_string(),
@@ -45,7 +45,8 @@ impl LocalStore {
 /// jittered backoff for up to `wait`; `None` if another process still holds it then.
 /// The kernel drops the lock when its holder dies, so a crash never leaves it held;
 /// only a stopped holder keeps it, and it must not stall everyone behind it.
-fn lock_guard(path: &Path, wait: Duration) -> io::Result<Option<File>> {
+/// `tried` is told of each try that found the lock held.
+fn lock_guard(path: &Path, wait: Duration, mut tried: impl FnMut()) -> io::Result<Option<File>> {
     use backon::BackoffBuilder;
     create_dirs(parent(path))?;
     let f = OpenOptions::new()
@@ -64,7 +65,7 @@ fn lock_guard(path: &Path, wait: Duration) -> io::Result<Option<File>> {
     loop {
         match f.try_lock() {
             Ok(()) => return Ok(Some(f)),
-            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::WouldBlock) => tried(),
             Err(fs::TryLockError::Error(e)) => return Err(e),
         }
         let left = until.saturating_duration_since(Instant::now());
@@ -158,24 +159,31 @@ mod tests {
     use bytes::Bytes;
 
     /// A guard held by another open file (another process, or a stopped one) makes a
-    /// conditional write answer busy within the gate's bound instead of waiting.
+    /// conditional write answer busy within the gate's bound instead of waiting, after
+    /// trying again within it (not at the first refusal); released, it is taken.
     #[test]
     fn a_held_guard_answers_busy_within_the_bound() {
         let dir = tempfile::tempdir().unwrap();
         let wait = Duration::from_millis(200);
         let gate = Gate::new(Deadline::default(), wait);
         let store = LocalStore::new(dir.path()).with_gate(gate);
-        let held = lock_guard(&store.guard_path("checkpoints/p/a.json").unwrap(), wait)
+        let path = store.guard_path("checkpoints/p/a.json").unwrap();
+        let held = lock_guard(&path, wait, || {})
             .unwrap()
             .expect("the first lock is free");
-        let t = Instant::now();
+        let mut refused = 0;
+        let second = lock_guard(&path, wait, || refused += 1).unwrap();
+        assert!(second.is_none(), "a held guard is not taken");
+        assert!(
+            refused >= 2,
+            "gave up after {refused} try: no retry within the bound"
+        );
         let r = runtime().block_on(store.put_small(
             "checkpoints/p/a.json",
             Bytes::from_static(b"{}"),
             Condition::IfAbsent,
         ));
         assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
-        assert!(t.elapsed() >= wait, "gave up before the bound");
         assert!(!dir.path().join("checkpoints/p/a.json").exists());
         drop(held);
         let r = runtime().block_on(store.put_small(

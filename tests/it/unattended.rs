@@ -445,6 +445,54 @@ fn frozen_holder_never_blocks_another(kind: Kind, point: &str) {
     assert_zones_hold_only(&w, &[NAME], &[NAME]);
 }
 
+/// A holder stopped (SIGSTOP) mid-stream, before its staging is complete, whose lease
+/// another run takes over, lands and releases clean. While it is stopped, an upload
+/// it had in flight lands behind that run's sweep: the test writes it at the holder's
+/// staging key, as a body sent before the stop completes on the server. Resumed, the
+/// holder stops on its lost lease before its next write and removes its own staging,
+/// so nothing is left that no later run would sweep (the next holder of a lease
+/// released clean does not look).
+fn a_resumed_holder_removes_its_late_staging(server: Server) {
+    let mut w = World::new(Kind::S3(server), "stopped-late-staging");
+    short_lease(&mut w);
+    let input = w.put_input(NAME, &generated(500, 91));
+    assert_eq!(w.run(&input, &[]).code, Some(0));
+    let new = generated(2_000, 92);
+    w.put_input(NAME, &new);
+    let holder = Paused::start(&w, &input, "mid-stream", &[]);
+    let record: Value =
+        serde_json::from_slice(&w.get(LOCK).expect("the holder's lease")).expect("a lease record");
+    let run_id = record["run_id"].as_str().expect("the holder's run id");
+    let late_key = format!("staging/progress/{run_id}/{NAME}");
+    holder.signal(libc::SIGSTOP);
+    let taker = other_run_is_not_blocked(
+        &w,
+        &input,
+        &["--lease-wait", TAKEOVER_WAIT],
+        "a run that takes the stopped holder's lease over",
+    );
+    assert_eq!(taker.action(), "published", "{}", taker.stderr);
+    assert!(w.lease_is_free(LOCK), "the taker released the lease");
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+    w.put(&late_key, &expected_publish(&new));
+
+    holder.signal(libc::SIGCONT);
+    let r = holder.finish();
+    assert_eq!(r.code, Some(75), "the resumed holder:\n{}", r.stderr);
+    assert!(r.stderr.contains("conflict"), "{}", r.stderr);
+    assert!(
+        w.leftovers().is_empty(),
+        "the resumed holder left its staging: {:?}\n{}",
+        w.leftovers(),
+        r.stderr
+    );
+    assert_eq!(w.get(RAW).unwrap(), expected_publish(&new));
+    assert_eq!(
+        checkpoint_sha(&w, CKPT).as_deref(),
+        Some(sha256(&new).as_str())
+    );
+}
+
 /// The keys whose bytes or change marker differ between two snapshots, with the
 /// markers (never the bytes: they are events), temp files aside.
 fn changed_keys(
@@ -790,6 +838,7 @@ matrix! {
     readers_zones_hold_only_published_names: [local, seaweed, moto, localstack];
     stale_guard_files_are_reported_and_removed: [local];
     s3 status_lists_incomplete_uploads: [seaweed, moto, localstack];
+    s3 a_resumed_holder_removes_its_late_staging: [seaweed, moto, localstack];
     a_run_waits_for_a_held_lease: [local, seaweed, moto, localstack];
     sigterm_stops_a_lease_wait: [local, seaweed, moto, localstack];
     an_inbox_lands_free_inputs_before_waiting: [local, seaweed, moto, localstack];

@@ -142,6 +142,9 @@ async fn land(
     };
     trace.lap("lease");
     let result = leased(&ctx, &lease, handles.shutdown).await;
+    if result.is_err() && lease.ensure_held().is_err() {
+        tidy::lost_lease(&ctx).await;
+    }
     // A failed run may have left staging anywhere: the next holder sweeps.
     let clean = result.is_ok() && ctx.clean.load(Ordering::SeqCst);
     if let Err(e) = lease.release(clean).await {

@@ -75,6 +75,17 @@ pub(super) async fn sweep(ctx: &Ctx<'_>, which: Sweep) -> Result<()> {
     Ok(())
 }
 
+/// Stopped after losing the lease: remove what this run staged. The run that took the
+/// lease over swept other runs' staging before its own work, and a write of this run
+/// can land after that sweep (a run frozen mid-upload, then resumed), where no later
+/// run looks once that holder released the lease clean. Only keys under this run's
+/// own id are touched, which no other run writes; deletes pass no lease gate.
+pub(super) async fn lost_lease(ctx: &Ctx<'_>) {
+    if let Err(e) = sweep(ctx, Sweep::Own).await {
+        warn!(error = %e, "lost the lease and could not remove this run's staging; a run that takes a lease over sweeps it");
+    }
+}
+
 /// Discard this run's staged data and quarantine; a failure leaves the run unclean.
 pub(super) async fn remove_staging(ctx: &Ctx<'_>, staged: &StagedRun) {
     for s in std::iter::once(&staged.data).chain(staged.quarantine.as_ref()) {

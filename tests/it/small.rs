@@ -12,7 +12,8 @@ use crate::support::proxy::{Op, Proxy, Seen};
 use crate::support::*;
 
 /// Without `--jobs`, four small inputs are in flight at once: each run stops after
-/// its staging, and all four say so before any of them is let go on.
+/// its staging, and while all four wait, the lake holds four leases (read from the
+/// store, not from what the runs say).
 fn small_inputs_run_several_at_once_by_default(kind: Kind) {
     let w = World::new(kind, "small-at-once");
     for i in 1..=4 {
@@ -23,6 +24,12 @@ fn small_inputs_run_several_at_once_by_default(kind: Kind) {
     let paused = Paused::start_args(&w, &args, "after-staging", &[]);
     // The first one said so already; the other three while it still waits.
     paused.wait_for_count("landing: paused at", 3, Duration::from_secs(120));
+    let held = held_leases(&w);
+    assert_eq!(
+        held.len(),
+        4,
+        "four small inputs in flight at once: {held:?}"
+    );
     let r = parse_inbox(paused.finish());
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(r.totals["totals"]["published"], 4, "{}", r.ctx());

@@ -11,24 +11,22 @@ when every listed module is as it was run, 1 otherwise. Standard library only.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rust_source import lines_before_tests  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "scripts" / "mutants.runs"
-TEST_MODULE = re.compile(r"^(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{")
 
 
 def code(text: str) -> list[str]:
     """The lines a mutant can touch: up to the inline test module, without `use`
     lines, comments and blank lines, each stripped of its indentation."""
     lines = text.splitlines()
-    for n, line in enumerate(lines):
-        if line.startswith("#[cfg(test)]") and opens_module(lines[n + 1:]):
-            lines = lines[:n]
-            break
+    lines = lines[:lines_before_tests(lines)]
     out = []
     for line in lines:
         s = line.strip()
@@ -36,15 +34,6 @@ def code(text: str) -> list[str]:
             continue
         out.append(s)
     return out
-
-
-def opens_module(rest: list[str]) -> bool:
-    for line in rest:
-        s = line.strip()
-        if not s or s.startswith("#["):
-            continue
-        return bool(TEST_MODULE.match(s))
-    return False
 
 
 def contains(whole: list[str], part: list[str]) -> bool:

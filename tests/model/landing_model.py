@@ -17,28 +17,32 @@ READING 1: the input is split on "\n"; the piece after the last "\n" is a physic
   line only when it is not empty (a final newline does not add a line).
 READING 2: "a trailing \r is dropped" drops exactly one "\r" at the end of a line.
 READING 3: line_too_long measures the line without its "\n", without its dropped
-  trailing "\r" and (line 1) without the ignored BOM; "longer than" is strictly
-  more bytes than the limit.
+  trailing "\r" and (line 1) without the ignored BOM; "longer than" is strictly more
+  bytes than the limit.
 READING 4: line_too_long is the first rule and comes before the blank-line skip: a
   whitespace-only line longer than the limit is quarantined line_too_long.
 READING 5: "only whitespace" means JSON whitespace: space, tab and "\r" (a "\n"
   cannot be inside a line). Other characters (form feed, vertical tab, U+00A0...)
   make the line invalid_json.
-READING 6: on a refusal the counts are those that stood before the deciding line
-  (design.md, "Memory and spill", step 5: "with the counts as they stood before
-  it"), except that for reject_cap the reject that went over the cap is counted in
-  rejected_rows and listed in quarantine_reasons (it "was quarantined"). Nothing is
-  published and no quarantine bytes are written.
-READING 7: the first refusal in line order decides; lines after it do not matter.
-READING 8: duplicate_key is a key repeated in the line's own (top-level) object,
-  compared after unescaping; a key repeated inside a nested value (only possible in
-  an unknown or invalid field) leaves that value's own verdict.
-READING 9: a line with several prohibited keys names the first of them in the
-  line's key order.
+READING 6 (now stated in interface.md § 2, Refused files): on a refusal the counts
+  are those that stood before the deciding line (design.md, "Memory and spill", step
+  5: "with the counts as they stood before it"), except that for reject_cap the
+  reject that went over the cap is counted in rejected_rows and listed in
+  quarantine_reasons (it "was quarantined"). Nothing is published and no quarantine
+  bytes are written.
+READING 7 (now stated in interface.md § 2, Refused files): the first refusal in line
+  order decides; lines after it do not matter.
+READING 8 (now stated in interface.md § 2, Quarantined lines): duplicate_key is a
+  key repeated in the line's own (top-level) object, compared after unescaping; a
+  key repeated inside a nested value (only possible in an unknown or invalid field)
+  leaves that value's own verdict.
+READING 9: a line with several prohibited keys names the first of them in the line's
+  key order.
 READING 10: a "±HH:MM" offset has HH 00-23 and MM 00-59 (RFC 3339 time-numoffset);
   "+24:00" or "+05:60" is invalid_<field>.
-READING 11: JSON has no nesting limit: a line nested deeper than Python's
-  recursive parser goes is parsed again without recursion, with the same result.
+READING 11 (now stated in interface.md § 2): JSON has no nesting limit: a line
+  nested deeper than Python's recursive parser goes is parsed again without
+  recursion, with the same result.
 READING 12: a contract without max_line_bytes uses 1 MiB (interface.md's default).
 READING 13: corrupt_compression overrides every line-based outcome ("it names the
   stream, not a line, even when damaged content decoded to bad lines first"). The
@@ -50,9 +54,9 @@ READING 15: `null` for a field that is not nullable is invalid_<field>, also for
   optional one; a required nullable field that is absent is missing_<field>.
 READING 16: a BOM is recognised only as the first three bytes of the (decompressed)
   input; a BOM anywhere else is a character of its line (U+FEFF), so invalid_json.
-READING 17: "told by its first bytes": gzip is 1f 8b 08 (RFC 1952's ID1, ID2 and its
-  only compression method, deflate); an input starting 1f 8b with another third
-  byte is plain (and so invalid_utf8 on line 1).
+READING 17 (now stated in interface.md § 1): "told by its first bytes": gzip is 1f
+  8b 08 (RFC 1952's ID1, ID2 and its only compression method, deflate); an input
+  starting 1f 8b with another third byte is plain (and so invalid_utf8 on line 1).
 """
 
 import argparse

@@ -402,6 +402,144 @@ class Reachability(Base):
         """)
 
 
+class Tautologies(Base):
+    def run_cases(self, check, cases):
+        for body in cases:
+            with self.subTest(body=body):
+                check(f"""
+                    #[test]
+                    fn t() {{
+                        let r: Result<u32, ()> = Ok(helper_does_not(1));
+                        let x = Some(helper_does_not(1));
+                        let n = helper_does_not(1);
+                        let w = world();
+                        {body}
+                    }}
+                """)
+
+    def test_a_condition_that_cannot_fail_is_no_assertion(self):
+        self.run_cases(self.flagged, [
+            "assert!(r.is_ok() || r.is_err());",
+            "assert!(x.is_some() || x.is_none());",
+            "assert!(n > 1 || !(n > 1));",
+            "assert!(!w.name.is_empty() || w.name.is_empty());",
+            "debug_assert!(x.is_none() || n == 0 || x.is_some());",
+            "assert_eq!(n, n);",
+            "assert_eq!(w.name, (w.name));",
+            "assert!(n == n);",
+        ])
+
+    def test_a_condition_close_to_a_tautology_still_asserts(self):
+        self.run_cases(self.accepted, [
+            "assert!(r.is_ok() || x.is_none());",
+            "assert!(n > 1 && n < 5 || !(n > 1));",
+            "assert!(!n.is_power_of_two() && n > 0 || n.is_power_of_two());",
+            "assert_eq!(n, n + 1);",
+            "let mut it = [1u32, 2].into_iter();\n    assert_eq!(it.next(), it.next());",
+        ])
+
+
+class LiteralBindings(Base):
+    def test_asserting_a_value_just_set_is_no_assertion(self):
+        for body in ("let n = 3;\n    assert_eq!(n, 3);",
+                     "let n: u32 = 3;\n    let m = n * 2 + 1;\n    assert!(m == 7 && n != 0);",
+                     "let mut x = helper_does_not(1);\n    let _ = x;\n    x = 5;\n    assert_eq!(x, 5);",
+                     "let s = \"a\";\n    let check = || assert_ne!(s, \"b\");\n    check();"):
+            with self.subTest(body=body):
+                self.flagged(f"""
+                    #[test]
+                    fn t() {{
+                        {body}
+                    }}
+                """)
+
+    def test_a_binding_whose_value_is_not_known_still_asserts(self):
+        for body in ("let n = helper_does_not(1);\n    assert_eq!(n, 3);",
+                     "let mut n = 3;\n    n += helper_does_not(1);\n    assert_eq!(n, 3);",
+                     "let n = 3;\n    let m = helper_does_not(n);\n    assert_eq!(m, 3);",
+                     "let mut x = 1;\n    x = 5;\n    x += helper_does_not(1);\n    assert_eq!(x, 5);",
+                     "let n = 3;\n    let n = helper_does_not(n);\n    assert_eq!(n, 3);"):
+            with self.subTest(body=body):
+                self.accepted(f"""
+                    #[test]
+                    fn t() {{
+                        {body}
+                    }}
+                """)
+
+
+class EmptyLoops(Base):
+    def loop_over(self, check, setup, iterable):
+        check(f"""
+            fn ids() -> Vec<u32> {{ vec![1] }}
+            #[test]
+            fn t() {{
+                {setup}
+                for x in {iterable} {{
+                    helper_asserts(x);
+                }}
+            }}
+        """)
+
+    def test_an_assertion_in_a_loop_over_an_empty_collection(self):
+        for setup, iterable in [("", "Vec::<u32>::new()"), ("", "vec![]"), ("", "[]"), ("", "0..0"),
+                                ("", "3..=2"), ("", "std::collections::HashSet::<u32>::new()"),
+                                ("", "&[] as &[u32]"), ("let v: Vec<u32> = vec![];", "&v"),
+                                ("let v: Vec<u32> = Vec::new();", "v.iter()")]:
+            with self.subTest(iterable=iterable):
+                self.loop_over(self.flagged, setup, iterable)
+
+    def test_a_loop_over_a_collection_not_known_empty_still_asserts(self):
+        for setup, iterable in [("", "vec![1]"), ("let n = helper_does_not(0);", "0..n"), ("", "0..=0"),
+                                ("let mut v = vec![];\n    v.push(1);", "&v"), ("", "ids()")]:
+            with self.subTest(iterable=iterable):
+                self.loop_over(self.accepted, setup, iterable)
+
+
+class EnvironmentGuards(Base):
+    def test_an_assertion_reached_only_when_a_variable_is_set(self):
+        cases = [
+            'if std::env::var("X").is_ok() {\n        helper_asserts(1);\n    }',
+            'use std::env;\n    if env::var_os("X").is_some() && helper_does_not(1) == 2 {\n'
+            '        helper_asserts(1);\n    }',
+            'if let Ok(v) = std::env::var("X") {\n        assert!(!v.is_empty());\n    }',
+            'use std::env;\n    if let Some(v) = env::var_os("X") {\n        assert!(!v.is_empty());\n    }',
+            'if std::env::var("X").is_err() {\n        return;\n    }\n    helper_asserts(1);',
+            'if !std::env::var_os("X").is_some() {\n        return;\n    }\n    helper_asserts(1);',
+            'let Ok(v) = std::env::var("X") else { return };\n    assert!(!v.is_empty());',
+            'match std::env::var("X") {\n        Ok(v) => assert!(!v.is_empty()),\n        Err(_) => {}\n    }',
+            'let v = match std::env::var("X") {\n        Ok(v) => v,\n        Err(_) => return,\n    };\n'
+            '    assert!(!v.is_empty());',
+        ]
+        for body in cases:
+            with self.subTest(body=body):
+                self.flagged(f"""
+                    #[test]
+                    fn t() {{
+                        {body}
+                    }}
+                """)
+
+    def test_an_environment_read_used_as_a_value_or_in_both_branches_still_asserts(self):
+        cases = [
+            'let v = std::env::var("HOME").unwrap();\n    assert!(v.len() > 0);',
+            'let dir = std::env::var("X").unwrap_or_default();\n    assert!(dir.is_empty() || dir.len() > 1);',
+            'if std::env::var("X").is_ok() {\n        helper_asserts(1);\n    } else {\n'
+            '        helper_asserts(2);\n    }',
+            'if std::env::var("X").is_ok() {\n        return;\n    }\n    helper_asserts(1);',
+            'match std::env::var("X") {\n        Ok(v) => assert!(!v.is_empty()),\n'
+            '        Err(_) => helper_asserts(1),\n    }',
+        ]
+        for body in cases:
+            with self.subTest(body=body):
+                self.accepted(f"""
+                    #[test]
+                    fn t() {{
+                        {body}
+                    }}
+                """)
+
+
 class EveryTestCrate(Base):
     def test_examples_benches_other_test_crates_and_src(self):
         self.tree.suite("#[test]\nfn fine() { assert_eq!(helper_does_not(1), 2); }\n")

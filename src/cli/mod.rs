@@ -95,6 +95,14 @@ landing status --lake ./lake --product enrollment --contracts-dir contracts --js
 landing verify --lake ./lake\n  \
 landing verify --lake s3://lake-bucket/lake --deep --json")]
     Verify(VerifyArgs),
+    /// Read the product's commit log, as a downstream job does: the entries after a
+    /// cursor (--since N) as JSON lines, then {"cursor":N}; without --since, each
+    /// published object's latest entry. Reads only `raw/`.
+    #[command(after_help = "Examples:\n  \
+landing feed --lake ./lake --since 0\n  \
+landing feed --lake s3://lake-bucket/lake --product enrollment --since 41\n  \
+landing feed --lake ./lake --since 41 --files")]
+    Feed(FeedArgs),
     /// Product contracts (docs/contracts.md): check a file, show the one in force,
     /// print the JSON Schema producers validate lines with.
     #[command(subcommand)]
@@ -193,6 +201,19 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Clone, clap::Args)]
+pub struct FeedArgs {
+    #[command(flatten)]
+    pub audit: AuditArgs,
+    /// The last entry the reader has read (0: from the first). Without it, the
+    /// current state: each published object's latest entry.
+    #[arg(long)]
+    pub since: Option<u64>,
+    /// Print only the published objects' locations, one per line, each once.
+    #[arg(long)]
+    pub files: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
 pub struct GenerateArgs {
     /// Number of lines.
     #[arg(long)]
@@ -220,6 +241,7 @@ impl Cli {
             Command::Drill(d) => d.log_format,
             Command::Status(s) => s.audit.log_format,
             Command::Verify(v) => v.audit.log_format,
+            Command::Feed(f) => f.audit.log_format,
             Command::Generate(_)
             | Command::Contract(_)
             | Command::Completions { .. }
@@ -253,6 +275,7 @@ impl Cli {
             Command::Drill(d) => return d.log_level.clone(),
             Command::Status(s) => return s.audit.log_level.clone(),
             Command::Verify(v) => return v.audit.log_level.clone(),
+            Command::Feed(f) => return f.audit.log_level.clone(),
             Command::Contract(_) | Command::Completions { .. } | Command::Man { .. } => {
                 return "warn".into()
             }
@@ -349,6 +372,14 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Res
             Ok(Outcome::Exit(
                 landing_engine::audit::verify(&cfg, deep.as_ref()).await?,
             ))
+        }
+        Command::Feed(f) => {
+            let cfg = f.audit.config()?;
+            let req = landing_engine::audit::FeedRequest {
+                since: f.since,
+                files: f.files,
+            };
+            Ok(Outcome::Exit(landing_engine::audit::feed(&cfg, req).await?))
         }
         Command::Contract(c) => contract(c).map(|()| Outcome::Exit(landing_error::EXIT_OK)),
         Command::Completions { shell, out_dir } => {

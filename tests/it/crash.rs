@@ -78,6 +78,23 @@ fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
         }
     }
 
+    // The log: the first publish's entry, and the new one only once the crashed run
+    // wrote it (after the log entry); it names the published version.
+    let logged = crate::commit_log::log_entries(&w, "progress");
+    let crashed_entry = matches!(point, "after-log-entry" | "after-checkpoint");
+    assert_eq!(
+        logged.len(),
+        if crashed_entry { 2 } else { 1 },
+        "entries after {point}"
+    );
+    let latest = logged.last().unwrap();
+    let uncommitted = point == "after-publish";
+    assert_eq!(
+        crate::commit_log::names_published(&w, latest, RAW),
+        !uncommitted,
+        "after {point}, the latest entry names the published version unless none was written: {latest}"
+    );
+
     let rerun = w.run(&input, &["--lease-wait", TAKEOVER_WAIT]);
     assert_eq!(rerun.code, Some(0), "rerun after {point}: {}", rerun.stderr);
     let expected_action = if matches!(expect, Expect::NewMarked) {
@@ -86,6 +103,27 @@ fn crash_then_rerun(kind: Kind, point: &str, expect: Expect) {
         "published"
     };
     assert_eq!(rerun.action(), expected_action);
+    // One entry per publish: a rerun that publishes adds one, naming the version it
+    // replaced and the entry that named it (none after a crash before the entry).
+    let log = crate::commit_log::log_entries(&w, "progress");
+    let last = log.last().unwrap();
+    crate::commit_log::assert_names_published(&w, last, RAW);
+    assert_eq!(last["published_sha256"], sha256(&new_out));
+    if expected_action == "published" {
+        assert_eq!(
+            log.len(),
+            logged.len() + 1,
+            "one more entry after the rerun"
+        );
+        let named = if point == "after-publish" {
+            serde_json::Value::Null
+        } else {
+            logged.len().into()
+        };
+        assert_eq!(last["replaced"]["sequence"], named, "{last}");
+    } else {
+        assert_eq!(log.len(), logged.len(), "a skip adds no entry");
+    }
     assert!(w.get(RAW).unwrap() == new_out);
     assert_eq!(ckpt_sha(&w).unwrap(), sha256(&new_in));
     assert!(
@@ -102,5 +140,6 @@ matrix! {
     after_part: [seaweed, moto, localstack] => crash_then_rerun("after-part:1", Expect::Old);
     after_staging: [local, seaweed, moto, localstack] => crash_then_rerun("after-staging", Expect::Old);
     after_publish: [local, seaweed, moto, localstack] => crash_then_rerun("after-publish", Expect::NewUnmarked);
+    after_log_entry: [local, seaweed, moto, localstack] => crash_then_rerun("after-log-entry", Expect::NewUnmarked);
     after_checkpoint: [local, seaweed, moto, localstack] => crash_then_rerun("after-checkpoint", Expect::NewMarked);
 }

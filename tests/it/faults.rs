@@ -22,6 +22,7 @@ use crate::support::proxy::{Fault, Match, Op, Proxy, Rule, RuleId, Times};
 use crate::support::*;
 
 const NAME: &str = "progress-2026-03-05.jsonl";
+const LOG: &str = "raw/progress/_landing_log/";
 const RAW: &str = "raw/progress/progress-2026-03-05.jsonl";
 const CKPT: &str = "checkpoints/progress/progress-2026-03-05.jsonl.json";
 /// Object-key prefixes as the proxy sees them (bucket excluded; the lake is `lake/`).
@@ -324,14 +325,37 @@ fn assert_old_or_new(w: &World, r: &Refs, ctx: &str) -> (Vec<u8>, String) {
     let visible: Vec<String> = w
         .snapshot()
         .into_keys()
-        .filter(|k| !k.starts_with("staging/"))
+        .filter(|k| !k.starts_with("staging/") && !k.starts_with(LOG))
         .collect();
     assert_eq!(
         visible,
         vec![CKPT.to_owned(), RAW.to_owned()],
-        "objects outside staging\n{ctx}"
+        "objects outside staging and the commit log\n{ctx}"
     );
+    assert_log_old_or_new(w, r, &sha, ctx);
     (raw, sha)
+}
+
+/// The commit log under a fault: gap-free, every entry names the old or the new
+/// output's bytes, and a checkpoint of the new input follows its entry (the log is
+/// written before the checkpoint).
+fn assert_log_old_or_new(w: &World, r: &Refs, sha: &str, ctx: &str) {
+    let log = crate::commit_log::read_log(w, "progress").unwrap_or_else(|e| panic!("{e}\n{ctx}"));
+    let outputs = [sha256(&r.old_out), sha256(&r.new_out)];
+    for e in &log {
+        assert!(
+            outputs.iter().any(|o| e["published_sha256"] == o.as_str()),
+            "log entry {} names bytes of neither output\n{ctx}",
+            e["sequence"]
+        );
+    }
+    if sha == r.new_sha {
+        let last = log.last().expect("an entry for the checkpointed publish");
+        assert!(
+            crate::commit_log::names_published(w, last, RAW),
+            "the checkpoint names the new input, but the log's latest entry does not name the published object\n{ctx}"
+        );
+    }
 }
 
 /// A success published and checkpointed the new input; a failure left what the

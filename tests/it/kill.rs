@@ -258,6 +258,35 @@ struct Problems {
     late_copy: bool,
 }
 
+/// What is wrong with the commit log: a gap or a bad entry; an entry naming bytes
+/// that are neither publish; after the rerun, a latest entry that does not name the
+/// published object (its version, and the SHA-256 of its bytes).
+fn log_problems(w: &World, v: &Versions, phase: Phase) -> Vec<String> {
+    let log = match crate::commit_log::read_log(w, "progress") {
+        Ok(log) => log,
+        Err(e) => return vec![e],
+    };
+    let shas = v.outputs.iter().map(|o| sha256(o)).collect::<Vec<_>>();
+    let mut found: Vec<String> = log
+        .iter()
+        .filter(|e| !shas.iter().any(|s| e["published_sha256"] == s.as_str()))
+        .map(|e| format!("log entry {} names bytes of neither publish", e["sequence"]))
+        .collect();
+    if phase == Phase::Rerun {
+        let current = log.last().is_some_and(|e| {
+            crate::commit_log::names_published(w, e, RAW)
+                && w.get(RAW)
+                    .is_some_and(|b| e["published_sha256"] == sha256(&b))
+        });
+        if !current {
+            found.push(
+                "after the rerun, the log's latest entry does not name the published object".into(),
+            );
+        }
+    }
+    found
+}
+
 /// What is wrong with the lake now, in a trial that replaces `outputs[1 - new]` with
 /// `outputs[new]`. Any time: the raw object is there and is one of the two publishes,
 /// whole; the checkpoint is there (a clean run wrote one before the first trial and
@@ -318,6 +347,9 @@ fn lake_problems(w: &World, v: &Versions, new: usize, phase: Phase) -> Problems 
             }
         ));
     }
+    if phase != Phase::Killed || !w.is_s3() {
+        p.found.extend(log_problems(w, v, phase));
+    }
     if held != Some(named) || (phase == Phase::Killed && w.is_s3()) {
         return p;
     }
@@ -354,8 +386,12 @@ enum Window {
     /// Its whole output is staged (a complete staging object, or a local temp file
     /// holding every byte), the raw object still the old one.
     Staged,
-    /// The raw object holds the new bytes; the checkpoint still names the old input.
+    /// The raw object holds the new bytes, which no log entry names yet; the
+    /// checkpoint still names the old input.
     Promote,
+    /// The log's latest entry names the new bytes; the checkpoint still names the old
+    /// input.
+    Logged,
     /// The checkpoint names the new input; the run had not released its lease.
     Checkpoint,
     /// It had released its lease: only the process's exit was left.
@@ -364,10 +400,11 @@ enum Window {
 
 /// The windows a backend must see killed, in run order, each at least
 /// `Form::per_window` times.
-const WINDOWS: [Window; 4] = [
+const WINDOWS: [Window; 5] = [
     Window::Streaming,
     Window::Staged,
     Window::Promote,
+    Window::Logged,
     Window::Checkpoint,
 ];
 
@@ -380,6 +417,7 @@ impl Window {
             Window::Streaming => "mid-stream",
             Window::Staged => "after-staging",
             Window::Promote => "after-publish",
+            Window::Logged => "after-log-entry",
             Window::Checkpoint => "after-checkpoint",
             Window::Start | Window::Released => return None,
         })
@@ -418,7 +456,15 @@ fn window_of(w: &World, v: &Versions, new: usize, holder_before: &Option<String>
         return Window::Checkpoint;
     }
     if w.get(RAW).as_deref() == Some(v.outputs[new].as_slice()) {
-        return Window::Promote;
+        let log = crate::commit_log::read_log(w, "progress").unwrap_or_default();
+        let logged = log
+            .last()
+            .is_some_and(|e| crate::commit_log::names_published(w, e, RAW));
+        return if logged {
+            Window::Logged
+        } else {
+            Window::Promote
+        };
     }
     // A whole staged output: a local temp file or an S3 staging object with every
     // byte of the new publish.

@@ -12,6 +12,7 @@ compile_error!("the integration tests need the binary's test hooks: `cargo test 
 mod support;
 
 mod cli;
+mod commit_log;
 mod compressed;
 mod contracts;
 mod crash;

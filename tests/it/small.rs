@@ -164,13 +164,16 @@ fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server
     assert_eq!(staging_listings(&since()), 0, "the sweeper released clean");
 }
 
+/// The commit log's folder under `raw/<product>/`: its requests are counted apart.
+const LOG_FOLDER: &str = "/_landing_log/";
+
 /// What a first landing of an inbox input sends, by operation and by the zone of
 /// the key (`inbox`, or the lake's `checkpoints`, `locks`, `raw`, ...), leaving out
-/// the copy-fence probe and the inbox listing.
+/// the copy-fence probe, the inbox listing and the commit log.
 fn requests_by_zone(seen: &[Seen]) -> BTreeMap<String, usize> {
     let mut by = BTreeMap::new();
     for s in seen {
-        if s.key.contains("/probe-") || s.op == Op::ListObjectsV2 {
+        if s.key.contains("/probe-") || s.op == Op::ListObjectsV2 || s.key.contains(LOG_FOLDER) {
             continue;
         }
         let zone = match s.key.strip_prefix("lake/") {
@@ -218,6 +221,29 @@ fn an_inbox_first_landing_sends_eleven_requests_per_input(server: Server) {
     .map(|(k, n)| (k.to_owned(), n * N))
     .collect();
     assert_eq!(requests_by_zone(&seen), expected, "requests of {N} inputs");
+    // The commit log: one entry created per input, and the hint moved each time; a
+    // GET of the hint and a HEAD of its entry each, plus what runs that raced for a
+    // number spend (a 412, a GET of the winner's entry, the HEADs of a gallop).
+    let log: Vec<&Seen> = seen.iter().filter(|s| s.key.contains(LOG_FOLDER)).collect();
+    let created = log
+        .iter()
+        .filter(|s| s.op == Op::PutObject && s.key.ends_with(".json") && s.status == Some(200))
+        .count();
+    let hints = log
+        .iter()
+        .filter(|s| s.op == Op::PutObject && s.key.ends_with("/_last"))
+        .count();
+    assert_eq!(
+        (created, hints),
+        (N, N),
+        "one entry and one hint per input: {log:?}"
+    );
+    let raced = log.iter().filter(|s| s.status == Some(412)).count();
+    assert!(
+        log.len() <= 4 * N + 6 * raced,
+        "{} log requests for {N} inputs and {raced} lost races: {log:?}",
+        log.len()
+    );
     for i in 1..=N {
         let name = format!("s-{i}.jsonl");
         let ckpt: serde_json::Value = serde_json::from_slice(

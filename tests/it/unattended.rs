@@ -520,18 +520,27 @@ fn changed_keys(
 // ---------------------------------------------------------------------------------
 // Readers' zones.
 
-/// `raw/progress/` and `quarantine/progress/` hold exactly these published names.
+/// `raw/progress/` and `quarantine/progress/` hold exactly these published names,
+/// beside the commit log in `raw/progress/_landing_log/`, which holds only entries
+/// (`<20 digits>.json`) and its hint `_last`: no guard, temp or lock file.
 fn assert_zones_hold_only(w: &World, raw: &[&str], quarantined: &[&str]) {
     let want_raw: BTreeSet<String> = raw.iter().map(|n| format!("progress/{n}")).collect();
+    let (log, data): (BTreeSet<String>, BTreeSet<String>) = w
+        .zone_files("raw")
+        .into_iter()
+        .partition(|f| f.starts_with("progress/_landing_log/"));
+    for f in &log {
+        let name = &f["progress/_landing_log/".len()..];
+        let entry = name.len() == 25
+            && name.ends_with(".json")
+            && name[..20].bytes().all(|b| b.is_ascii_digit());
+        assert!(entry || name == "_last", "the log folder holds {f}");
+    }
     let want_q: BTreeSet<String> = quarantined
         .iter()
         .map(|n| format!("progress/{n}.rejects.jsonl"))
         .collect();
-    assert_eq!(
-        w.zone_files("raw"),
-        want_raw,
-        "raw/ holds only published data"
-    );
+    assert_eq!(data, want_raw, "raw/ holds only published data");
     assert_eq!(
         w.zone_files("quarantine"),
         want_q,

@@ -43,6 +43,13 @@ pub struct Checkpoint {
     /// before contracts were files (those were `progress` version 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<ContractStamp>,
+    /// SHA-256 of the published bytes, as stored; absent in checkpoints written
+    /// before the commit log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_sha256: Option<String>,
+    /// The number of the commit log's entry for this publish (`crate::commit_log`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_sequence: Option<u64>,
 }
 
 /// Which contract a run applied: its name, version and the SHA-256 of its file.
@@ -354,6 +361,8 @@ mod tests {
             job_version: "0".into(),
             input: InputIdentity::default(),
             contract: Some(ContractStamp::of(&crate::contract::progress())),
+            published_sha256: Some("ab".repeat(32)),
+            log_sequence: Some(7),
         }
     }
 
@@ -368,10 +377,12 @@ mod tests {
         assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), rec);
         let old = Checkpoint {
             contract: None,
+            published_sha256: None,
+            log_sequence: None,
             ..rec
         };
         let text = serde_json::to_string(&old).unwrap();
-        assert!(!text.contains("contract"));
+        assert!(!text.contains("contract") && !text.contains("log_sequence"));
         assert_eq!(serde_json::from_str::<Checkpoint>(&text).unwrap(), old);
     }
 

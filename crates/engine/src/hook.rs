@@ -106,12 +106,17 @@ pub enum FreezePoint {
     PromoteData,
     /// The promotion of the quarantine.
     PromoteQuarantine,
+    /// The commit log's entry (or its hint).
+    LogWrite,
 }
 
 impl FreezePoint {
     /// The freeze point of a write to `key` (relative to the lake), by its zone.
     pub fn of_key(key: &str) -> Option<FreezePoint> {
         let zone = key.split('/').next()?;
+        if zone == crate::layout::RAW && key.split('/').nth(2) == Some(crate::layout::LOG_FOLDER) {
+            return Some(FreezePoint::LogWrite);
+        }
         Some(match zone {
             crate::layout::LOCKS => FreezePoint::LeaseWrite,
             crate::layout::CHECKPOINTS => FreezePoint::CheckpointWrite,
@@ -142,8 +147,10 @@ pub enum CrashPoint {
     AfterPart(u32),
     /// After staging completed, before promotion.
     AfterStaging,
-    /// After promotion to the published name, before the checkpoint.
+    /// After promotion to the published name, before the commit log's entry.
     AfterPublish,
+    /// After the commit log's entry, before the checkpoint.
+    AfterLogEntry,
     /// After the checkpoint, before cleanup.
     AfterCheckpoint,
     /// After the first run of a spill was written to scratch.
@@ -214,6 +221,7 @@ impl std::str::FromStr for CrashPoint {
             "mid-stream" => CrashPoint::MidStream,
             "after-staging" => CrashPoint::AfterStaging,
             "after-publish" => CrashPoint::AfterPublish,
+            "after-log-entry" => CrashPoint::AfterLogEntry,
             "after-checkpoint" => CrashPoint::AfterCheckpoint,
             "worker-panic" => CrashPoint::WorkerPanic,
             "spill" => CrashPoint::Spill,
@@ -224,7 +232,7 @@ impl std::str::FromStr for CrashPoint {
                 Some(Ok(k)) if k >= 1 => CrashPoint::AfterPart(k),
                 _ => {
                     return Err(format!(
-                        "unknown crash point {other:?} (mid-stream, after-part:K, spill, merge, second-pass, replay, after-staging, after-publish, after-checkpoint, worker-panic)"
+                        "unknown crash point {other:?} (mid-stream, after-part:K, spill, merge, second-pass, replay, after-staging, after-publish, after-log-entry, after-checkpoint, worker-panic)"
                     ))
                 }
             },
@@ -239,6 +247,7 @@ impl std::fmt::Display for CrashPoint {
             CrashPoint::AfterPart(k) => write!(f, "after-part:{k}"),
             CrashPoint::AfterStaging => f.write_str("after-staging"),
             CrashPoint::AfterPublish => f.write_str("after-publish"),
+            CrashPoint::AfterLogEntry => f.write_str("after-log-entry"),
             CrashPoint::AfterCheckpoint => f.write_str("after-checkpoint"),
             CrashPoint::WorkerPanic => f.write_str("worker-panic"),
             CrashPoint::Spill => f.write_str("spill"),
@@ -268,6 +277,12 @@ mod tests {
         );
         assert_eq!(FreezePoint::of_key(&l.run_record("r")), None);
         assert_eq!(FreezePoint::of_key("staging/progress/r/d.jsonl"), None);
+        let log = crate::layout::LogKeys::of("progress");
+        assert_eq!(
+            FreezePoint::of_key(&log.entry(7)),
+            Some(FreezePoint::LogWrite)
+        );
+        assert_eq!(FreezePoint::of_key(&log.last), Some(FreezePoint::LogWrite));
     }
 
     #[test]
@@ -277,6 +292,7 @@ mod tests {
             "after-part:3",
             "after-staging",
             "after-publish",
+            "after-log-entry",
             "after-checkpoint",
             "worker-panic",
             "spill",

@@ -15,6 +15,14 @@ pub const CHECKPOINTS: &str = "checkpoints";
 pub const LOCKS: &str = "locks";
 pub const RUNS: &str = "runs";
 
+/// The readers' commit log of a product sits in its raw folder, under a name that
+/// engines and globs skip (a leading `_`, as Delta's `_delta_log/`): a glob of
+/// `raw/<product>/*.jsonl` still sees only published data.
+pub const LOG_FOLDER: &str = "_landing_log";
+/// Digits of an entry's sequence number in its name: every `u64`, zero-padded, so
+/// that listing order is commit order.
+const SEQUENCE_DIGITS: usize = 20;
+
 /// What follows the input name in its checkpoint's and its lease's file names, and
 /// the run id in a run record's.
 const CHECKPOINT_SUFFIX: &str = ".json";
@@ -128,6 +136,48 @@ impl Layout {
     }
 }
 
+/// The keys of one product's commit log (docs/interface.md section 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogKeys {
+    /// `raw/<product>/_landing_log`.
+    pub folder: String,
+    /// The hint of the latest sequence number: `<folder>/_last`.
+    pub last: String,
+    /// Where snapshots of every key's latest entry go: `<folder>/_snapshots`.
+    pub snapshots: String,
+}
+
+impl LogKeys {
+    pub fn of(product: &str) -> Self {
+        let folder = format!("{}/{LOG_FOLDER}", Folders::of(product).raw);
+        LogKeys {
+            last: format!("{folder}/_last"),
+            snapshots: format!("{folder}/_snapshots"),
+            folder,
+        }
+    }
+
+    /// Entry `sequence`: `<folder>/00000000000000000042.json`.
+    pub fn entry(&self, sequence: u64) -> String {
+        format!("{}/{sequence:0SEQUENCE_DIGITS$}.json", self.folder)
+    }
+
+    /// The snapshot taken at entry `sequence`.
+    pub fn snapshot(&self, sequence: u64) -> String {
+        format!("{}/{sequence:0SEQUENCE_DIGITS$}.json", self.snapshots)
+    }
+
+    /// The sequence number a file listed in the log's folder (or its snapshots') is
+    /// named for; `None` for the hint, temp files or anything else.
+    pub fn sequence_of(file_name: &str) -> Option<u64> {
+        let digits = file_name.strip_suffix(".json")?;
+        if digits.len() != SEQUENCE_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +198,38 @@ mod tests {
         assert_eq!(zst.raw, "raw/progress/day.jsonl.zst");
         assert_eq!(zst.lock, l.lock, "one lease per input");
         assert!(l.written().contains(&gz.raw) && gz.written().contains(&l.raw));
+        let log = LogKeys::of("progress");
+        assert_eq!(
+            log.entry(42),
+            "raw/progress/_landing_log/00000000000000000042.json"
+        );
+        assert_eq!(log.last, "raw/progress/_landing_log/_last");
+        assert_eq!(
+            log.snapshot(1000),
+            "raw/progress/_landing_log/_snapshots/00000000000000001000.json"
+        );
+        assert_eq!(
+            log.entry(u64::MAX),
+            "raw/progress/_landing_log/18446744073709551615.json"
+        );
+    }
+
+    /// Entry names read back as their numbers, and sort as they do.
+    #[test]
+    fn log_entry_names_read_back_in_commit_order() {
+        let log = LogKeys::of("p");
+        let file = |n: u64| log.entry(n).rsplit('/').next().unwrap().to_owned();
+        for n in [0, 1, 9, 10, 99_999, u64::MAX] {
+            assert_eq!(LogKeys::sequence_of(&file(n)), Some(n));
+        }
+        assert!(file(9) < file(10) && file(99_999) < file(100_000));
+        assert_eq!(LogKeys::sequence_of("_last"), None);
+        assert_eq!(LogKeys::sequence_of("42.json"), None);
+        assert_eq!(
+            LogKeys::sequence_of(".00000000000000000042.json.tmp-1"),
+            None
+        );
+        assert_eq!(LogKeys::sequence_of("0000000000000000004x.json"), None);
     }
 
     /// A listing reads back the names the keys were made of; temp files are none.

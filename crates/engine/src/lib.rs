@@ -29,6 +29,10 @@
 //! - `checkpoint`: the record of the last success, read at start, written last
 //!   with compare-and-swap; whether the published object is still the one it
 //!   recorded (`Drift`: the skip rule, cheap skips and `verify`).
+//! - [`commit_log`]: the readers' commit log of a product under
+//!   `raw/<product>/_landing_log/`: an entry per publish, numbered without gaps,
+//!   created and never overwritten, written between the publish and the checkpoint;
+//!   the hint of its end, the snapshots, and what `landing feed` reads.
 //! - `identity`: digests of canonical events and the fixed-size dedup index.
 //! - [`budget`]: the memory budget (`--max-memory`, else the cgroup limit), divided
 //!   by `--jobs`, and the dedup index's share of one run's part of it.
@@ -68,6 +72,7 @@
 pub mod audit;
 pub mod budget;
 mod checkpoint;
+pub mod commit_log;
 pub mod compression;
 pub mod config;
 pub mod drill;

@@ -125,6 +125,7 @@ pub enum Step {
     Stream,
     Stage,
     Publish,
+    Log,
     Checkpoint,
     Cleanup,
 }
@@ -140,6 +141,7 @@ impl fmt::Display for Step {
             Step::Stream => "stream",
             Step::Stage => "stage",
             Step::Publish => "publish",
+            Step::Log => "log",
             Step::Checkpoint => "checkpoint",
             Step::Cleanup => "cleanup",
         })

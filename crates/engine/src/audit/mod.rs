@@ -1,5 +1,6 @@
-//! `landing status` and `landing verify` (docs/design.md section 7): what the lake holds,
-//! read-only. Neither takes a lease or writes anything.
+//! `landing status`, `landing verify` (docs/design.md section 7) and `landing feed`
+//! (the commit log, for readers): what the lake holds, read-only. None takes a lease
+//! or writes anything.
 //!
 //! `verify` findings, one per line, each naming the input (RUNBOOK.md says what to do
 //! about each):
@@ -18,6 +19,10 @@
 //! | `quarantine_missing` | (`--deep`) `rejected_rows` > 0 but no quarantine object |
 //! | `quarantine_count` | (`--deep`) the quarantine holds another number of records |
 //! | `unnamed` | a file under `raw/` or `quarantine/` that no checkpoint names (the readers' zones hold only published data) |
+//! | `log_missing` | the checkpoint's `log_sequence` names a commit log entry that does not exist |
+//! | `log_mismatch` | the checkpoint's entry names another key or version than the checkpoint |
+//! | `log_stale` | a key's latest log entry names a version that is not the one published, where no checkpoint finding says so already (a checkpoint lost, an object changed or removed since) |
+//! | `log_corrupt` | the log has a gap or an entry that does not parse (from its latest snapshot on) |
 //! | `leftover` | a run's temp file, or a guard file of an earlier version, under `raw/` or `quarantine/` |
 //!
 //! `--deep` reads each object through the landing's own pass
@@ -92,8 +97,11 @@ async fn open_lake(cfg: &AuditConfig) -> Result<Arc<dyn Lake>> {
 }
 
 mod deep;
+mod feed;
+mod log_check;
 mod status;
 mod verify;
 
+pub use feed::{feed, FeedRequest};
 pub use status::{status, LeaseRow, StatusRow};
 pub use verify::{verify, Finding, DEEP_READS};

@@ -67,13 +67,19 @@ pub async fn status(cfg: &AuditConfig, history_of: Option<&str>) -> Result<i32> 
     .await?;
     let leases = leases(&*lake, p).await?;
     let leftovers = leftovers(&*lake, p).await?;
+    // The commit log's latest number: what readers' cursors are compared with.
+    let log_end = crate::commit_log::end(&*lake, &crate::commit_log::LogKeys::of(p)).await?;
     if cfg.json {
         println!(
             "{}",
-            json!({"lake": cfg.lake.to_string(), "product": p, "inputs": rows, "leases": leases, "leftovers": leftovers})
+            json!({"lake": cfg.lake.to_string(), "product": p, "inputs": rows, "leases": leases, "leftovers": leftovers, "log_end": log_end})
         );
     } else {
         print!("{}", status_table(&rows, &leases, &leftovers));
+        println!(
+            "
+commit log: latest entry {log_end}"
+        );
     }
     Ok(crate::EXIT_OK)
 }

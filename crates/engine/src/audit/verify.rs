@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::deep::deep_findings;
+use super::log_check::log_findings;
 use super::{checkpointed, in_order, open_lake, AUDIT_CONCURRENCY};
 use crate::checkpoint::{self, Current, Drift};
 use crate::config::{AuditConfig, DeepConfig};
@@ -83,6 +84,8 @@ struct Verified {
     names: Vec<String>,
     /// Landed under another contract than the one in force.
     other_contract: Option<Finding>,
+    /// Its checkpoint, when it reads (the log's checks compare with it).
+    record: Option<checkpoint::Checkpoint>,
 }
 
 /// The notice for an input landed under another contract than `now`.
@@ -118,6 +121,7 @@ async fn verify_one(
 ) -> Result<Verified> {
     let layout = Layout::new(product, name);
     let mut other = None;
+    let mut record = None;
     let (findings, names) = match checkpoint::read(lake, &layout.checkpoint, product, name).await {
         Ok(Some(cur)) => {
             let layout = layout.published_as(cur.record.output_compression);
@@ -131,10 +135,9 @@ async fn verify_one(
             // Lines landed under another contract are checked against their own
             // rules by no one: --deep reads only those landed under this one.
             let deep_with = contract.zip(deep).filter(|_| other.is_none());
-            (
-                check_published(lake, &layout, &cur, deep_with).await?,
-                names,
-            )
+            let found = check_published(lake, &layout, &cur, deep_with).await?;
+            record = Some(cur.record);
+            (found, names)
         }
         Ok(None) => (Vec::new(), Vec::new()),
         Err(e @ crate::Error::Corrupt { .. }) => {
@@ -154,6 +157,7 @@ async fn verify_one(
         findings,
         names,
         other_contract: other,
+        record,
     })
 }
 
@@ -265,8 +269,21 @@ pub async fn verify(cfg: &AuditConfig, deep: Option<&DeepConfig>) -> Result<i32>
         .iter()
         .filter_map(|v| v.other_contract.clone())
         .collect();
+    // The log is checked against the inputs whose object is what their checkpoint
+    // says: a drifted one has its finding already, and its next run fixes both.
+    let records: Vec<(String, checkpoint::Checkpoint)> = all
+        .iter()
+        .filter(|v| v.findings.is_empty())
+        .filter_map(|v| Some((v.record.as_ref()?.input_name.clone(), v.record.clone()?)))
+        .collect();
+    let drifted: HashSet<String> = all
+        .iter()
+        .filter(|v| !v.findings.is_empty())
+        .filter_map(|v| v.findings.first().map(|f| f.input_name.clone()))
+        .collect();
     let mut every: Vec<Vec<Finding>> = all.into_iter().map(|v| v.findings).collect();
     every.push(unnamed_findings(&*lake, &cfg.product, &named).await?);
+    every.push(log_findings(&*lake, &cfg.product, &records, &drifted).await?);
     for f in &others {
         if cfg.json {
             println!(

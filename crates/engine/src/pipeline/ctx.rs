@@ -110,6 +110,8 @@ pub(super) struct StagedRun {
     pub(super) sha256: String,
     pub(super) counts: Counts,
     pub(super) data: Staged,
+    /// SHA-256 of the staged data's bytes: what the publish makes visible.
+    pub(super) published_sha256: String,
     pub(super) quarantine: Option<Staged>,
     pub(super) seen: Seen,
     pub(super) prior: Option<Current>,

@@ -6,7 +6,7 @@
 //! what is published, sweep when needed: independent, so sent together) → skip rule
 //! (hash only) → **stream** (hash, validate, stage as the lines come; merge a spilled
 //! index) → refuse, or **stage** (complete; a spilled run's second pass) →
-//! **publish** (fenced promotions) → checkpoint (last, compare-and-swap) → **tidy**
+//! **publish** (fenced promotions) → **log** (the commit log's entry) → checkpoint (last, compare-and-swap) → **tidy**
 //! → release.
 //!
 //! Fencing: what the run saw of the published object when it decided is the
@@ -18,7 +18,9 @@
 mod batch;
 mod check;
 mod ctx;
+mod hashed;
 mod leasing;
+mod log_entry;
 mod prepare;
 mod publish;
 mod published;
@@ -262,7 +264,7 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
     Ok(Decision::Publish(Box::new(staged)))
 }
 
-/// Publish, then the checkpoint last, then tidy.
+/// Publish, then its entry in the commit log, then the checkpoint last, then tidy.
 async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) -> Result<Summary> {
     let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
     lease.ensure_held().map_err(at(Step::Publish))?;
@@ -275,8 +277,14 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
         .map_err(at(Step::Publish))?;
     ctx.trace.lap("promote");
     ctx.hooks.crash(CrashPoint::AfterPublish);
+    lease.ensure_held().map_err(at(Step::Log))?;
+    let sequence = log_entry::log(ctx, staged, &published)
+        .await
+        .map_err(at(Step::Log))?;
+    ctx.trace.lap("log");
+    ctx.hooks.crash(CrashPoint::AfterLogEntry);
     lease.ensure_held().map_err(at(Step::Checkpoint))?;
-    let moved = publish::commit(ctx, staged, &published)
+    let moved = publish::commit(ctx, staged, &published, sequence)
         .await
         .map_err(at(Step::Checkpoint))?;
     ctx.trace.lap("checkpoint");

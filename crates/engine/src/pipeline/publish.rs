@@ -56,6 +56,7 @@ pub(super) async fn commit(
     ctx: &Ctx<'_>,
     staged: &StagedRun,
     published: &ObjectMeta,
+    log_sequence: u64,
 ) -> Result<bool> {
     let prior = staged.prior.as_ref();
     let lake = &*ctx.lake;
@@ -79,6 +80,8 @@ pub(super) async fn commit(
         job_version: crate::JOB_VERSION.to_owned(),
         input: checkpoint::InputIdentity::of(ctx.input_meta.as_ref()),
         contract: Some(checkpoint::ContractStamp::of(&ctx.cfg.contract)),
+        published_sha256: Some(staged.published_sha256.clone()),
+        log_sequence: Some(log_sequence),
     };
     let key = &ctx.layout.checkpoint;
     match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {

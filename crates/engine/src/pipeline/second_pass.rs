@@ -8,10 +8,11 @@
 use bytes::Bytes;
 use fixedbitset::FixedBitSet;
 
+use super::hashed::Hashed;
 use crate::compression::{self, Codec, Encoder, OutputCompression};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
-use crate::store::{Lake, Staged, Upload};
+use crate::store::{Lake, Staged};
 
 /// The second pass: copy the staged output to a second staging, without the lines
 /// the merge found to be later copies, then discard the first. Both are staging:
@@ -25,12 +26,12 @@ pub(super) async fn second_pass(
     run_id: &str,
     hooks: Hooks,
     output: OutputCompression,
-) -> Result<Staged> {
+) -> Result<(Staged, String)> {
     let location = lake.location(&first.key);
     let reader = lake.read(&first.key).await?;
     let encoder =
         Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
-    let out = lake.restage(&first, run_id).await?;
+    let out = Hashed::new(lake.restage(&first, run_id).await?);
     let mut rewrite = Rewrite {
         filter: Filter::default(),
         drops,
@@ -75,7 +76,7 @@ struct Rewrite<'a> {
     filter: Filter,
     drops: &'a FixedBitSet,
     encoder: Option<Encoder>,
-    out: Box<dyn Upload>,
+    out: Hashed,
     location: &'a str,
     hooks: Hooks,
     wrote: bool,

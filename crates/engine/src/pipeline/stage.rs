@@ -17,11 +17,12 @@ pub(super) async fn complete(
     prior: Option<Current>,
     fence: Fence,
 ) -> Result<StagedRun> {
-    let mut data = s.data.complete().await?;
+    let (mut data, mut published_sha256) = s.data.complete().await?;
     if let Some(drops) = &s.drops {
         // The merge found later copies in the staged output: a filtered copy of it.
         let output = ctx.cfg.output_compression;
-        data = second_pass(&*ctx.lake, data, drops, &ctx.run_id, ctx.hooks, output).await?;
+        (data, published_sha256) =
+            second_pass(&*ctx.lake, data, drops, &ctx.run_id, ctx.hooks, output).await?;
         ctx.trace.lap("second-pass");
     }
     let quarantine = match s.quarantine {
@@ -34,6 +35,7 @@ pub(super) async fn complete(
         sha256: s.sha256,
         counts: s.counts,
         data,
+        published_sha256,
         quarantine,
         seen,
         prior,

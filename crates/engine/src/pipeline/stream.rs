@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::ctx::{log_outcome, Ctx};
+use super::hashed::Hashed;
 use super::replay::replay;
 use super::resolve::digester;
 use super::resolve::resolve;
@@ -27,7 +28,7 @@ pub(super) struct Streamed {
     pub(super) sha256: String,
     pub(super) counts: Counts,
     pub(super) refusal: Option<Refusal>,
-    pub(super) data: Box<dyn Upload>,
+    pub(super) data: Hashed,
     pub(super) quarantine: Option<Box<dyn Upload>>,
     /// Output lines the second pass drops (the merge of a spilled index found them).
     pub(super) drops: Option<FixedBitSet>,
@@ -52,6 +53,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .lake
         .stage(&l.raw, &ctx.run_id)
         .await
+        .map(Hashed::new)
         .at(Step::Stage, input)?;
     sweep_scratch(ctx);
     let plan = spill_plan(ctx.cfg, &ctx.run_id, ctx.hooks);
@@ -252,9 +254,9 @@ const FLUSH_OUT: usize = 1 << 20;
 /// The staging writer: takes the validator's output in order and writes it.
 async fn write_staging(
     ctx: &Ctx<'_>,
-    mut data: Box<dyn Upload>,
+    mut data: Hashed,
     mut rx: mpsc::Receiver<Out>,
-) -> Result<(Box<dyn Upload>, Option<Box<dyn Upload>>)> {
+) -> Result<(Hashed, Option<Box<dyn Upload>>)> {
     let mut quarantine: Option<Box<dyn Upload>> = None;
     let mut wrote_any = false;
     while let Some(out) = rx.recv().await {

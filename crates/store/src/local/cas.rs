@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::stage::write_temp;
+use super::stage::{write_guarded_temp, write_temp};
 use super::{create_dirs, meta_of, metadata_opt, parent, sync_dir, version_of, LocalStore};
 use crate::{Condition, Expect, ObjectMeta};
 use landing_error::{Error, Result};
@@ -87,17 +87,17 @@ pub(super) fn put_small_blocking(
     cond: &Condition,
 ) -> Result<Option<String>> {
     let io = |op, e| store.err(op, dest, e);
-    let (tmp, _tmp_lock) = write_temp(dest, body).map_err(|e| io("write", e))?;
-    // An unconditional write (run records: unique keys) needs no compare-and-swap.
-    let _guard = match cond {
-        Condition::None => None,
-        _ => match store.guard(key, dest) {
-            Ok(g) => Some(g),
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
-        },
+    // An unconditional write (run records: unique keys) needs no compare-and-swap. A
+    // conditional one writes its temp file under the guard, at the one name the next
+    // writer of the key takes over: a writer killed mid-write leaves nothing behind
+    // for long (a commit log's entry is created once, by whoever comes next).
+    let (_guard, (tmp, _tmp_lock)) = match cond {
+        Condition::None => (None, write_temp(dest, body).map_err(|e| io("write", e))?),
+        _ => {
+            let guard = store.guard(key, dest)?;
+            let temp = write_guarded_temp(dest, body).map_err(|e| io("write", e))?;
+            (Some(guard), temp)
+        }
     };
     let current = metadata_opt(dest).map_err(|e| io("stat", e))?;
     let allowed = match (cond, &current) {

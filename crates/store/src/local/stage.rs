@@ -51,6 +51,27 @@ impl LocalStore {
     }
 }
 
+/// Write `body` to the one temp file of a guarded write of `dest` (its writer holds
+/// `dest`'s guard), replacing what a writer killed mid-write left there: the next
+/// guarded write of the key takes it over, so no sweep has to find it. Named as a
+/// small write's temp file (`w0-0`: pid 0 is no writer), so sweeps and `verify` know it.
+pub(super) fn write_guarded_temp(dest: &Path, body: &[u8]) -> io::Result<(PathBuf, File)> {
+    let tmp = temp_path(dest, GUARDED_TAG);
+    create_dirs(parent(&tmp))?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    f.lock()?;
+    f.write_all(body)?;
+    f.sync_all()?;
+    Ok((tmp, f))
+}
+
+/// The tag of a guarded write's temp file ([`write_guarded_temp`]).
+const GUARDED_TAG: &str = "w0-0";
+
 /// Temp name beside `dest` for `tag` (a run id, or a unique token for small writes).
 fn temp_path(dest: &Path, tag: &str) -> PathBuf {
     parent(dest).join(format!(".{}.{tag}.tmp", file_name(dest)))

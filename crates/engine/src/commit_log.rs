@@ -1,0 +1,602 @@
+//! The readers' commit log of a product (docs/interface.md, "Reading what landed"):
+//! one entry per publish at `raw/<product>/_landing_log/<sequence>.json`, numbered
+//! from 1 without gaps, created and never overwritten, in the folder the reader role
+//! may read, so that a downstream job follows a cursor instead of listing `raw/`.
+//!
+//! - **Append**: find the end (the hint `_last`, checked by a HEAD of the entry it
+//!   names, then a gallop forward), then create the next number with
+//!   [`Condition::IfAbsent`] (`If-None-Match: *` on S3, the guarded create locally).
+//!   A writer that loses number N to another run of the product takes N+1. A 412 on
+//!   our own entry, written but its answer lost (the SDK retried), is read back and
+//!   recognised by its run id, never written twice.
+//! - **Order**: a run writes its entry after the publish and before the checkpoint.
+//!   A crash between the publish and the entry leaves a version no entry names: the
+//!   checkpoint no longer matches it, so the input's next run publishes again and
+//!   writes the entry (a version the log never named was never committed, as in
+//!   Delta). A crash after the entry leaves the entry and the old checkpoint: the
+//!   next run republishes, and its entry names the one it replaced.
+//! - **Snapshots**: every [`SNAPSHOT_EVERY`] entries, the latest entry of each key up
+//!   to there (`_snapshots/<sequence>.json`), so that the current state is read from
+//!   the nearest snapshot on, not from entry 1. Best effort: a missing snapshot costs
+//!   a reader more reads, never a wrong answer.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::checkpoint::{ContractStamp, PublishedVersion};
+use crate::compression::OutputCompression;
+use crate::error::{Error, Result};
+pub use crate::layout::LogKeys;
+use crate::store::{Condition, ObjectMeta, Store};
+
+/// An entry every this many numbers is followed by a snapshot of the current state.
+pub const SNAPSHOT_EVERY: u64 = 1000;
+
+/// How far back from the end a run looks for the entry that named the version it
+/// replaces, when its checkpoint does not say (only after a crash in the window
+/// between a publish and its checkpoint).
+const REPLACED_LOOKBACK: u64 = 1000;
+
+/// One commit: a publish of `key`, and what it replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub sequence: u64,
+    pub committed_at: String,
+    pub product: String,
+    pub input_name: String,
+    /// The published object's key, relative to the lake root.
+    pub key: String,
+    pub published_size: u64,
+    /// The version the publish created: the ETag on S3; on a local disk the
+    /// modification time, inode and change time.
+    #[serde(flatten)]
+    pub published: PublishedVersion,
+    /// SHA-256 of the published bytes, as stored (compressed when the output is).
+    pub published_sha256: String,
+    pub output_compression: OutputCompression,
+    /// SHA-256 of the input's bytes, as the checkpoint records it.
+    pub input_sha256: String,
+    pub accepted_rows: u64,
+    pub rejected_rows: u64,
+    pub duplicate_rows: u64,
+    /// The quarantine published with this input, if it had rejects.
+    pub quarantine_key: Option<String>,
+    pub contract: ContractStamp,
+    pub run_id: String,
+    pub job_version: String,
+    /// What was published under `key` before this publish; absent for a first publish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Replaced>,
+}
+
+/// The version a publish replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replaced {
+    /// The entry that named it; `null` when none did (published before the log
+    /// existed, or by a run that stopped between its publish and its entry).
+    pub sequence: Option<u64>,
+    pub published_size: u64,
+    #[serde(flatten)]
+    pub published: PublishedVersion,
+    /// SHA-256 of its bytes, when an entry or the checkpoint recorded it.
+    pub published_sha256: Option<String>,
+}
+
+impl Replaced {
+    /// The replaced version as the store showed it, named by `entry` if one did.
+    pub fn of(meta: &ObjectMeta, entry: Option<&Entry>) -> Self {
+        Replaced {
+            sequence: entry.map(|e| e.sequence),
+            published_size: meta.size,
+            published: PublishedVersion::of(meta),
+            published_sha256: entry.map(|e| e.published_sha256.clone()),
+        }
+    }
+}
+
+impl Entry {
+    /// Does this entry name the object version `meta` describes?
+    pub fn names(&self, meta: &ObjectMeta) -> bool {
+        self.published_size == meta.size && self.published == PublishedVersion::of(meta)
+    }
+}
+
+/// A snapshot: the latest entry of every key, as of entry `sequence`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub sequence: u64,
+    pub files: Vec<Entry>,
+}
+
+/// Create the next entry of the log: `entry` with its number set. Returns it.
+pub async fn append(store: &dyn Store, keys: &LogKeys, mut entry: Entry) -> Result<u64> {
+    // The number after the hint's, tried at once: the create itself checks that it
+    // is free, and a 412 gallops to the end. A publish costs a GET, a HEAD and two PUTs.
+    let (hinted, hint_version) = checked_hint(store, keys).await?;
+    let mut next = hinted + 1;
+    loop {
+        entry.sequence = next;
+        let key = keys.entry(next);
+        match store
+            .put_small(&key, encode(store, &key, &entry)?, Condition::IfAbsent)
+            .await
+        {
+            Ok(_) => break,
+            Err(Error::Precondition { .. }) => {
+                if is_ours(store, keys, next, &entry.run_id).await? {
+                    info!(
+                        sequence = next,
+                        "the log entry landed though its answer was lost"
+                    );
+                    break;
+                }
+                next = first_absent(store, keys, next).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // Conditional on the hint as read: a writer that moved it since knows a number
+    // at least as recent, and a create never leaves a temp file behind on a local lake.
+    let hint = Bytes::from(format!("{next}\n"));
+    let cond = hint_version.map_or(Condition::IfAbsent, Condition::IfMatch);
+    match store.put_small(&keys.last, hint, cond).await {
+        Ok(_) | Err(Error::Precondition { .. }) => {}
+        Err(e) => {
+            warn!(error = %e, "could not update the log's hint; readers find the end without it")
+        }
+    }
+    if next % SNAPSHOT_EVERY == 0 {
+        if let Err(e) = snapshot(store, keys, next).await {
+            warn!(error = %e, sequence = next, "could not write the log's snapshot; readers read the entries instead");
+        }
+    }
+    Ok(next)
+}
+
+/// Was entry `sequence` written by run `run_id`? A 412 on a create can be our own
+/// first attempt, landed, met by the SDK's retry.
+async fn is_ours(store: &dyn Store, keys: &LogKeys, sequence: u64, run_id: &str) -> Result<bool> {
+    Ok(read_entry(store, keys, sequence)
+        .await?
+        .is_some_and(|e| e.run_id == run_id))
+}
+
+/// The number of the last entry (0: none). Costs a GET of the hint and a HEAD or two
+/// when the hint is current; never a listing of the log.
+pub async fn end(store: &dyn Store, keys: &LogKeys) -> Result<u64> {
+    let (from, _) = checked_hint(store, keys).await?;
+    Ok(first_absent(store, keys, from).await? - 1)
+}
+
+/// The hint's number if its entry exists, else 0: an entry at or below the end. The
+/// hint is written after its entry, so an entry it names exists; one that does not
+/// (a hint written by hand, or a log deleted under it) is not trusted.
+/// Also the hint's version, if it exists (its next write is conditional on it).
+async fn checked_hint(store: &dyn Store, keys: &LogKeys) -> Result<(u64, Option<String>)> {
+    let Some(v) = store.get_small(&keys.last).await? else {
+        return Ok((0, None));
+    };
+    let number = std::str::from_utf8(&v.bytes)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    Ok(match number {
+        Some(h) if h > 0 && exists(store, keys, h).await? => (h, Some(v.version)),
+        _ => (0, Some(v.version)),
+    })
+}
+
+async fn hint(store: &dyn Store, keys: &LogKeys) -> Result<Option<u64>> {
+    Ok(match store.get_small(&keys.last).await? {
+        Some(v) => std::str::from_utf8(&v.bytes)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok()),
+        None => None,
+    })
+}
+
+/// The first number above `present` (an entry known to exist, or 0) with no entry:
+/// a gallop forward, then a binary search. Entries form a prefix (each is created
+/// only when every lower one exists, and none is deleted), so existence is monotone.
+async fn first_absent(store: &dyn Store, keys: &LogKeys, present: u64) -> Result<u64> {
+    let (mut lo, mut step) = (present, 1u64);
+    let mut hi = loop {
+        let probe = lo.saturating_add(step);
+        if !exists(store, keys, probe).await? {
+            break probe;
+        }
+        lo = probe;
+        step = step.saturating_mul(2);
+    };
+    // lo exists (or is 0), hi does not.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if exists(store, keys, mid).await? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(hi)
+}
+
+async fn exists(store: &dyn Store, keys: &LogKeys, sequence: u64) -> Result<bool> {
+    Ok(store.head(&keys.entry(sequence)).await?.is_some())
+}
+
+/// Entry `sequence`, checked: it parses, and its number is its name's.
+pub async fn read_entry(store: &dyn Store, keys: &LogKeys, sequence: u64) -> Result<Option<Entry>> {
+    let key = keys.entry(sequence);
+    let Some(v) = store.get_small(&key).await? else {
+        return Ok(None);
+    };
+    let entry: Entry = decode(store, &key, &v.bytes)?;
+    if entry.sequence != sequence {
+        return Err(corrupt(
+            store,
+            &key,
+            format!("it says sequence {}", entry.sequence),
+        ));
+    }
+    Ok(Some(entry))
+}
+
+/// Every entry after `since`, in order, up to the end. A missing entry below the end
+/// (a gap: an entry deleted, or unreadable) is an error naming its key, never skipped.
+pub async fn read_since(store: &dyn Store, keys: &LogKeys, since: u64) -> Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    let mut next = since.saturating_add(1);
+    while let Some(e) = read_entry(store, keys, next).await? {
+        out.push(e);
+        next += 1;
+    }
+    check_no_entry_after(store, keys, next).await?;
+    Ok(out)
+}
+
+/// `absent` has no entry: is it the end? A hint at or past it, or an entry just
+/// after it, says an entry is missing below the end.
+async fn check_no_entry_after(store: &dyn Store, keys: &LogKeys, absent: u64) -> Result<()> {
+    let hinted = hint(store, keys).await?;
+    let later = hinted.is_some_and(|h| h >= absent) || exists(store, keys, absent + 1).await?;
+    // A writer may have created `absent` since we looked: a gap only if it is still
+    // missing.
+    if later && !exists(store, keys, absent).await? {
+        let key = keys.entry(absent);
+        return Err(corrupt(
+            store,
+            &key,
+            "missing below the end of the log (a gap)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The latest entry of every key as of the end: the nearest snapshot, then the
+/// entries after it. Returns the state and the end's number.
+pub async fn current(store: &dyn Store, keys: &LogKeys) -> Result<Snapshot> {
+    let end = end(store, keys).await?;
+    state_at(store, keys, end).await
+}
+
+/// The state as of entry `at`: the latest snapshot at or below it, then the entries
+/// up to `at`.
+async fn state_at(store: &dyn Store, keys: &LogKeys, at: u64) -> Result<Snapshot> {
+    let mut state: Snapshot = latest_snapshot(store, keys, at).await?.unwrap_or_default();
+    let mut by_key: BTreeMap<String, Entry> =
+        state.files.drain(..).map(|e| (e.key.clone(), e)).collect();
+    for n in state.sequence + 1..=at {
+        let Some(e) = read_entry(store, keys, n).await? else {
+            let key = keys.entry(n);
+            return Err(corrupt(
+                store,
+                &key,
+                "missing below the end of the log (a gap)".into(),
+            ));
+        };
+        by_key.insert(e.key.clone(), e);
+    }
+    Ok(Snapshot {
+        sequence: at,
+        files: by_key.into_values().collect(),
+    })
+}
+
+/// The snapshot with the highest number at or below `at`, if any can be read.
+async fn latest_snapshot(store: &dyn Store, keys: &LogKeys, at: u64) -> Result<Option<Snapshot>> {
+    let listed = store.list(&keys.snapshots).await?;
+    let mut numbers: Vec<u64> = listed
+        .files
+        .iter()
+        .filter_map(|f| LogKeys::sequence_of(&f.name))
+        .filter(|n| *n <= at)
+        .collect();
+    numbers.sort_unstable();
+    let Some(n) = numbers.pop() else {
+        return Ok(None);
+    };
+    let key = keys.snapshot(n);
+    let Some(v) = store.get_small(&key).await? else {
+        return Ok(None);
+    };
+    let snap: Snapshot = decode(store, &key, &v.bytes)?;
+    if snap.sequence != n {
+        return Err(corrupt(
+            store,
+            &key,
+            format!("it says sequence {}", snap.sequence),
+        ));
+    }
+    Ok(Some(snap))
+}
+
+/// Write the snapshot at `at` (created, never overwritten).
+async fn snapshot(store: &dyn Store, keys: &LogKeys, at: u64) -> Result<()> {
+    let state = state_at(store, keys, at).await?;
+    let key = keys.snapshot(at);
+    match store
+        .put_small(&key, encode(store, &key, &state)?, Condition::IfAbsent)
+        .await
+    {
+        Ok(_) | Err(Error::Precondition { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The latest entry naming `key` among the last [`REPLACED_LOOKBACK`] entries above
+/// `floor`, newest first.
+pub async fn latest_of(
+    store: &dyn Store,
+    keys: &LogKeys,
+    key: &str,
+    floor: u64,
+) -> Result<Option<Entry>> {
+    let end = end(store, keys).await?;
+    let lowest = floor.max(end.saturating_sub(REPLACED_LOOKBACK)).max(1);
+    for n in (lowest..=end).rev() {
+        if let Some(e) = read_entry(store, keys, n).await? {
+            if e.key == key {
+                return Ok(Some(e));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn encode<T: Serialize>(store: &dyn Store, key: &str, value: &T) -> Result<Bytes> {
+    let mut body = serde_json::to_vec(value)
+        .map_err(|e| Error::store("encode log entry", store.location(key), e))?;
+    body.push(b'\n');
+    Ok(Bytes::from(body))
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(store: &dyn Store, key: &str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| corrupt(store, key, e.to_string()))
+}
+
+fn corrupt(store: &dyn Store, key: &str, reason: String) -> Error {
+    Error::Corrupt {
+        what: "commit log entry",
+        location: store.location(key),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    fn entry(key: &str, run_id: &str) -> Entry {
+        Entry {
+            sequence: 0,
+            committed_at: "2026-12-06T00:00:00Z".into(),
+            product: "p".into(),
+            input_name: key.rsplit('/').next().unwrap_or(key).into(),
+            key: key.into(),
+            published_size: 10,
+            published: PublishedVersion {
+                published_etag: Some(format!("\"{run_id}\"")),
+                ..PublishedVersion::default()
+            },
+            published_sha256: "ab".repeat(32),
+            output_compression: OutputCompression::None,
+            input_sha256: "cd".repeat(32),
+            accepted_rows: 1,
+            rejected_rows: 0,
+            duplicate_rows: 0,
+            quarantine_key: None,
+            contract: ContractStamp {
+                name: "c".into(),
+                version: "1".into(),
+                sha256: "ef".repeat(32),
+            },
+            run_id: run_id.into(),
+            job_version: "0".into(),
+            replaced: None,
+        }
+    }
+
+    /// Appends number 1, 2, 3 in order; the hint follows; a reader reads them back.
+    #[tokio::test]
+    async fn appends_are_numbered_from_one_without_gaps() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        assert_eq!(end(&store, &keys).await.unwrap(), 0);
+        for (i, run) in ["r1", "r2", "r3"].into_iter().enumerate() {
+            let n = append(&store, &keys, entry("raw/p/a.jsonl", run))
+                .await
+                .unwrap();
+            assert_eq!(n, i as u64 + 1);
+        }
+        let hint = store.get_small(&keys.last).await.unwrap().unwrap();
+        assert_eq!(&hint.bytes[..], b"3\n");
+        let read = read_since(&store, &keys, 0).await.unwrap();
+        let runs: Vec<_> = read
+            .iter()
+            .map(|e| (e.sequence, e.run_id.as_str()))
+            .collect();
+        assert_eq!(runs, [(1, "r1"), (2, "r2"), (3, "r3")]);
+        assert_eq!(read_since(&store, &keys, 2).await.unwrap().len(), 1);
+        assert!(read_since(&store, &keys, 3).await.unwrap().is_empty());
+        assert!(read_since(&store, &keys, 99).await.unwrap().is_empty());
+    }
+
+    /// A stale or missing hint costs a gallop, never a wrong number; a hint naming an
+    /// entry that does not exist is not trusted.
+    #[tokio::test]
+    async fn the_end_is_found_whatever_the_hint_says() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        for run in 0..37 {
+            append(&store, &keys, entry("raw/p/a.jsonl", &run.to_string()))
+                .await
+                .unwrap();
+        }
+        for hint in [
+            None,
+            Some("0"),
+            Some("5"),
+            Some("37"),
+            Some("900"),
+            Some("junk"),
+        ] {
+            match hint {
+                None => store.delete(&keys.last).await.unwrap(),
+                Some(h) => {
+                    let body = Bytes::from(h.to_owned());
+                    store
+                        .put_small(&keys.last, body, Condition::None)
+                        .await
+                        .unwrap();
+                }
+            }
+            assert_eq!(end(&store, &keys).await.unwrap(), 37, "hint {hint:?}");
+        }
+        let n = append(&store, &keys, entry("raw/p/a.jsonl", "late"))
+            .await
+            .unwrap();
+        assert_eq!(n, 38);
+    }
+
+    /// A writer that loses a number to another takes the next one; its own entry
+    /// written but answered 412 (a retried PUT) is recognised and not written again.
+    #[tokio::test]
+    async fn a_lost_race_takes_the_next_number_and_a_lost_answer_none() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        append(&store, &keys, entry("raw/p/a.jsonl", "r1"))
+            .await
+            .unwrap();
+        // Another run created 2 behind a stale hint (it still says 1).
+        let mut other = entry("raw/p/b.jsonl", "r2");
+        other.sequence = 2;
+        let body = encode(&store, &keys.entry(2), &other).unwrap();
+        store
+            .put_small(&keys.entry(2), body.clone(), Condition::IfAbsent)
+            .await
+            .unwrap();
+        store
+            .put_small(&keys.last, Bytes::from("1"), Condition::None)
+            .await
+            .unwrap();
+        let n = append(&store, &keys, entry("raw/p/a.jsonl", "r3"))
+            .await
+            .unwrap();
+        assert_eq!(n, 3);
+        // r2's entry, met again by r2's retry, is its own; r3 lost that number.
+        assert!(is_ours(&store, &keys, 2, "r2").await.unwrap());
+        assert!(!is_ours(&store, &keys, 2, "r3").await.unwrap());
+        assert!(!is_ours(&store, &keys, 4, "r2").await.unwrap());
+        assert_eq!(read_since(&store, &keys, 0).await.unwrap().len(), 3);
+    }
+
+    /// A deleted entry below the end is a gap: an error naming it, never skipped; an
+    /// entry whose number is not its name's is corrupt.
+    #[tokio::test]
+    async fn a_gap_or_a_misnumbered_entry_is_an_error_naming_it() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        for run in ["r1", "r2", "r3"] {
+            append(&store, &keys, entry("raw/p/a.jsonl", run))
+                .await
+                .unwrap();
+        }
+        store.delete(&keys.entry(2)).await.unwrap();
+        let e = read_since(&store, &keys, 0).await.unwrap_err().to_string();
+        assert!(
+            e.contains("00000000000000000002.json") && e.contains("gap"),
+            "{e}"
+        );
+        // The last entry gone as well as the hint: indistinguishable from an end at 1.
+        let mut wrong = entry("raw/p/a.jsonl", "r9");
+        wrong.sequence = 7;
+        let body = encode(&store, &keys.entry(2), &wrong).unwrap();
+        store
+            .put_small(&keys.entry(2), body, Condition::None)
+            .await
+            .unwrap();
+        let e = read_since(&store, &keys, 1).await.unwrap_err().to_string();
+        assert!(
+            e.contains("00000000000000000002.json") && e.contains("sequence 7"),
+            "{e}"
+        );
+        let junk = Bytes::from_static(b"{not json");
+        store
+            .put_small(&keys.entry(2), junk, Condition::None)
+            .await
+            .unwrap();
+        let e = read_since(&store, &keys, 0).await.unwrap_err().to_string();
+        assert!(
+            e.contains("corrupt commit log entry") && e.contains("00000000000000000002.json"),
+            "{e}"
+        );
+    }
+
+    /// The current state folds the entries by key, from the nearest snapshot on;
+    /// snapshots are written every SNAPSHOT_EVERY entries.
+    #[tokio::test]
+    async fn the_current_state_is_each_keys_latest_entry() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        for n in 1..=SNAPSHOT_EVERY + 2 {
+            let key = format!("raw/p/{}.jsonl", n % 3);
+            append(&store, &keys, entry(&key, &format!("r{n}")))
+                .await
+                .unwrap();
+        }
+        let snap = store
+            .get_small(&keys.snapshot(SNAPSHOT_EVERY))
+            .await
+            .unwrap();
+        let snap: Snapshot = serde_json::from_slice(&snap.unwrap().bytes).unwrap();
+        let runs: Vec<_> = snap.files.iter().map(|e| e.run_id.as_str()).collect();
+        assert_eq!(runs, ["r999", "r1000", "r998"]);
+        let now = current(&store, &keys).await.unwrap();
+        assert_eq!(now.sequence, 1002);
+        let runs: Vec<_> = now
+            .files
+            .iter()
+            .map(|e| (e.key.as_str(), e.sequence))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("raw/p/0.jsonl", 1002),
+                ("raw/p/1.jsonl", 1000),
+                ("raw/p/2.jsonl", 1001)
+            ]
+        );
+        // From the snapshot on: the entries below it are no longer read.
+        store.delete(&keys.entry(5)).await.unwrap();
+        assert_eq!(current(&store, &keys).await.unwrap().files.len(), 3);
+        let latest = latest_of(&store, &keys, "raw/p/1.jsonl", 0).await.unwrap();
+        assert_eq!(latest.map(|e| e.sequence), Some(1000));
+        assert_eq!(
+            latest_of(&store, &keys, "raw/p/9.jsonl", 0).await.unwrap(),
+            None
+        );
+    }
+}

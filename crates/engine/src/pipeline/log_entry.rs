@@ -1,0 +1,66 @@
+//! The log stage, between the publish and the checkpoint: the publish's entry in the
+//! product's commit log (`crate::commit_log`), naming the version it created and the
+//! one it replaced.
+
+use time::OffsetDateTime;
+
+use super::ctx::{Ctx, StagedRun};
+use crate::checkpoint::{ContractStamp, PublishedVersion};
+use crate::commit_log::{self, Entry, LogKeys, Replaced};
+use crate::error::Result;
+use crate::store::ObjectMeta;
+
+/// Append this publish's entry; its number goes into the checkpoint.
+pub(super) async fn log(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Result<u64> {
+    let keys = LogKeys::of(&ctx.cfg.product);
+    let replaced = replaced(ctx, &keys, staged).await?;
+    let entry = Entry {
+        sequence: 0,
+        committed_at: crate::rfc3339(OffsetDateTime::now_utc()),
+        product: ctx.cfg.product.clone(),
+        input_name: ctx.cfg.input_name.clone(),
+        key: ctx.layout.raw.clone(),
+        published_size: published.size,
+        published: PublishedVersion::of(published),
+        published_sha256: staged.published_sha256.clone(),
+        output_compression: ctx.cfg.output_compression,
+        input_sha256: staged.sha256.clone(),
+        accepted_rows: staged.counts.accepted,
+        rejected_rows: staged.counts.rejected,
+        duplicate_rows: staged.counts.duplicates,
+        quarantine_key: staged
+            .quarantine
+            .as_ref()
+            .map(|_| ctx.layout.quarantine.clone()),
+        contract: ContractStamp::of(&ctx.cfg.contract),
+        run_id: ctx.run_id.clone(),
+        job_version: crate::JOB_VERSION.to_owned(),
+        replaced,
+    };
+    commit_log::append(&*ctx.lake, &keys, entry).await
+}
+
+/// What this publish replaced: the version the run saw when it decided, and the
+/// entry that named it. The checkpoint says which entry, when it still describes that
+/// version; otherwise (a run stopped between its publish and its checkpoint) the
+/// log's recent entries are searched for it.
+async fn replaced(ctx: &Ctx<'_>, keys: &LogKeys, staged: &StagedRun) -> Result<Option<Replaced>> {
+    let Some(seen) = staged.seen.raw.as_ref() else {
+        return Ok(None);
+    };
+    let prior = staged.prior.as_ref().map(|c| &c.record);
+    if let Some(rec) = prior.filter(|r| r.matches(seen)) {
+        return Ok(Some(Replaced {
+            sequence: rec.log_sequence,
+            published_size: seen.size,
+            published: PublishedVersion::of(seen),
+            published_sha256: rec.published_sha256.clone(),
+        }));
+    }
+    let floor = prior.and_then(|r| r.log_sequence).unwrap_or(0);
+    let named = commit_log::latest_of(&*ctx.lake, keys, &ctx.layout.raw, floor).await?;
+    Ok(Some(Replaced::of(
+        seen,
+        named.as_ref().filter(|e| e.names(seen)),
+    )))
+}

@@ -251,15 +251,38 @@ class ScenarioVerdictTest(unittest.TestCase):
         q = [iam.QUARANTINE]
         ck = [iam.CHECKPOINT]
         good = {"action": "published", "rejected_rows": 1}
-        self.assertEqual(held(iam.publish_verdicts(0, good, "", [iam.RAW], q, ck)), [])
-        self.assertEqual(len(held(iam.publish_verdicts(1, {}, "AccessDenied", [], [], []))), 4)
-        self.assertEqual(len(held(iam.publish_verdicts(0, good, "", [iam.RAW], [], ck))), 1, "no quarantine")
+        log = [iam.LOG + "00000000000000000001.json", iam.LOG + "_last"]
+        self.assertEqual(held(iam.publish_verdicts(0, good, "", [iam.RAW], log, q, ck)), [])
+        self.assertEqual(len(held(iam.publish_verdicts(1, {}, "AccessDenied", [], [], [], []))), 5)
+        self.assertEqual(len(held(iam.publish_verdicts(0, good, "", [iam.RAW], log, [], ck))), 1, "no quarantine")
+        self.assertEqual(len(held(iam.publish_verdicts(0, good, "", [iam.RAW], log[1:], q, ck))), 1,
+                         "no entry (its create denied)")
+        self.assertEqual(len(held(iam.publish_verdicts(0, good, "", [iam.RAW], log[:1], q, ck))), 1, "no hint")
         rep = {"action": "published", "rejected_rows": 0}
         self.assertEqual(held(iam.republish_verdicts(0, rep, "", [], '"a"', '"b"')), [])
         self.assertEqual(len(held(iam.republish_verdicts(0, rep, "", q, '"a"', '"b"'))), 1,
                          "the old quarantine left behind (its delete denied)")
         self.assertEqual(len(held(iam.republish_verdicts(0, rep, "", [], '"a"', '"a"'))), 1, "raw/ not replaced")
         self.assertEqual(len(held(iam.republish_verdicts(0, dict(rep, rejected_rows=1), "", [], "a", "b"))), 1)
+
+    def test_feed_as_the_reader(self):
+        day = f"raw/progress/{NAME}"
+        new = f"raw/progress/{iam.INBOX_NEW}"
+        entries = [{"sequence": 1, "key": day, "published_etag": '"a"'},
+                   {"sequence": 2, "key": day, "published_etag": '"b"'},
+                   {"sequence": 3, "key": new, "published_etag": '"c"'}]
+        out = "\n".join(json.dumps(x) for x in entries + [{"cursor": 3}])
+        published = [NAME, NAME, iam.INBOX_NEW]
+        etags = {iam.RAW: '"b"', f"lake/{new}": '"c"'}
+        self.assertEqual(held(iam.feed_verdicts(0, out, "", published, etags)), [])
+        self.assertEqual(len(held(iam.feed_verdicts(1, "", "AccessDenied", published, etags))), 4)
+        gap = "\n".join(json.dumps(x) for x in [entries[0], entries[2], {"cursor": 3}])
+        self.assertEqual(len(held(iam.feed_verdicts(0, gap, "", published, etags))), 2,
+                         "a gap (the missing entry was also the day's latest)")
+        self.assertEqual(len(held(iam.feed_verdicts(0, out, "", published, dict(etags, **{iam.RAW: '"a"'})))), 1,
+                         "the latest entry names an older version")
+        short = "\n".join(json.dumps(x) for x in entries + [{"cursor": 2}])
+        self.assertEqual(len(held(iam.feed_verdicts(0, short, "", published, etags))), 1, "a wrong cursor")
 
     def test_inbox_run(self):
         out = "\n".join(json.dumps(x) for x in (

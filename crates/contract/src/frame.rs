@@ -338,7 +338,17 @@ mod tests {
             for k in 0..=chunks.len() {
                 let at = framer.resume_point();
                 let offset = usize::try_from(at.offset).unwrap();
-                assert!(offset <= size * k, "size {size}, push {k}: {at:?}");
+                // The line not yet completed starts after the last `\n` pushed, and
+                // every `\n` before it ended a physical line.
+                let fed = &input[..(size * k).min(input.len())];
+                let expected = Resume {
+                    offset: fed
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |i| i as u64 + 1),
+                    lines: fed.iter().filter(|&&b| b == b'\n').count() as u64,
+                };
+                assert_eq!(at, expected, "size {size}, push {k}");
                 let resumed = frame_from(LineFramer::resume(8, at), &[&input[offset..]]);
                 let after: Vec<&Got> = whole
                     .iter()

@@ -378,6 +378,19 @@ mod tests {
 
     const MIN: &str = r#"{"name":"t","version":"1","identity":"id","max_line_bytes":100,"prohibited":["email"],"fields":[{"name":"id","type":"string"}]}"#;
 
+    /// Checkpoints written before contracts were stamped were landed under this
+    /// file's bytes: its hash (as `openssl dgst -sha256 contracts/progress.json`
+    /// prints it) must never move, or those days would read as landed under another
+    /// contract.
+    #[test]
+    fn the_progress_stamp_is_the_hash_of_the_embedded_file() {
+        assert_eq!(
+            progress_sha256(),
+            "6929ffeec21fb9acfab03437ff62d5ecbba3e8edea7e6d02cc83cfc5c66461b4"
+        );
+        assert_eq!(progress().sha256, progress_sha256());
+    }
+
     #[test]
     fn progress_compiles_in_canonical_order() {
         let c = progress();

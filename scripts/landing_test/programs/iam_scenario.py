@@ -40,6 +40,14 @@ STAGING = "lake/staging/progress/"
 RAW = f"lake/raw/progress/{NAME}"
 QUARANTINE = f"lake/quarantine/progress/{NAME}.rejects.jsonl"
 CHECKPOINT = f"lake/checkpoints/progress/{NAME}.json"
+# The commit log beside the published days (docs/interface.md § 6): numbered entries
+# created with If-None-Match, and the hint of the latest number.
+LOG = "lake/raw/progress/_landing_log/"
+LOG_LAST = LOG + "_last"
+
+
+def log_entry(sequence):
+    return f"{LOG}{sequence:020}.json"
 DRILLS = "lake/drills/"
 # What `landing drill` reports on S3, in order (tests/it/drill.rs).
 DRILL_SCENARIOS = [
@@ -141,14 +149,17 @@ def after_staging_verdicts(first, second, uploads, staged, settled):
     ]
 
 
-def publish_verdicts(returncode, summary, stderr, raw, quarantine, checkpoints):
+def publish_verdicts(returncode, summary, stderr, raw, log, quarantine, checkpoints):
     """The publish after the crashes, promoted with UploadPartCopy (a multipart
     upload on the raw/ and quarantine/ names): `raw`, `quarantine`, `checkpoints` are
-    the keys listed under each zone's product folder."""
+    the keys listed under each zone's product folder (`raw` without the commit log),
+    `log` those under the log's folder."""
     return [
         (returncode == 0 and summary.get("action") == "published",
          f"the job with only its policy published (exit {returncode}, {summary.get('action')}): {stderr[-1500:]}"),
         (raw == [RAW], f"published under raw/ (UploadPartCopy into raw/): {raw}"),
+        (log == [log_entry(1), LOG_LAST],
+         f"its commit log entry created (a conditional PutObject under raw/), the first: {log}"),
         (quarantine == [QUARANTINE] and summary.get("rejected_rows") == 1,
          f"its rejected line quarantined (UploadPartCopy into quarantine/): {quarantine}"),
         (checkpoints == [CHECKPOINT], f"checkpoint written: {checkpoints}"),
@@ -181,6 +192,26 @@ def inbox_verdicts(returncode, stdout, stderr, raw):
         (totals.get("inputs") == 2 and totals.get("published") == 1 and totals.get("skipped") == 1,
          f"inbox run totals: {totals}"),
         (f"lake/raw/progress/{INBOX_NEW}" in raw, f"inbox run published under raw/: {raw}"),
+    ]
+
+
+def feed_verdicts(returncode, stdout, stderr, published, etags):
+    """`landing feed --since 0` with the reader's credentials: one entry per publish
+    of the scenario (`published`: the inputs in publish order), numbered from 1, each
+    naming its object's key, then the cursor; the latest entry of each key names the
+    version the object has now (`etags`: key to ETag, as listed)."""
+    lines = json_lines(stdout)
+    entries = [line for line in lines if "sequence" in line]
+    cursor = lines[-1] if lines else {}
+    latest = {e["key"]: e.get("published_etag") for e in entries}
+    now = {key.removeprefix("lake/"): etag for key, etag in etags.items()}
+    return [
+        (returncode == 0, f"feed as the reader: exit 0 (exit {returncode}): {stderr[-1500:]}"),
+        ([e["sequence"] for e in entries] == list(range(1, len(published) + 1))
+         and [e["key"] for e in entries] == [f"raw/progress/{n}" for n in published],
+         f"feed: one entry per publish, in order: {[(e['sequence'], e['key']) for e in entries]}"),
+        (cursor == {"cursor": len(published)}, f"feed: the cursor after the last entry: {cursor}"),
+        (latest == now, f"feed: each key's latest entry names its object's version: {latest} vs {now}"),
     ]
 
 
@@ -372,6 +403,10 @@ def main():
     def keys_under(prefix):
         return [o["Key"] for o in admin.list_objects_v2(Bucket=LAKE, Prefix=prefix).get("Contents", [])]
 
+    def days_under(prefix):
+        """The published days under `prefix`, without the commit log."""
+        return [k for k in keys_under(prefix) if not k.startswith(LOG)]
+
     def settled():
         return keys_under("lake/raw/") + keys_under("lake/quarantine/") + keys_under("lake/checkpoints/")
 
@@ -402,8 +437,9 @@ def main():
     # The publish, with UploadPartCopy (a multipart upload on the published names:
     # s3:PutObject on raw/ and quarantine/) instead of CopyObject.
     p = land(extra={"LANDING_S3_COPY_THRESHOLD": "0"})
-    record(publish_verdicts(p.returncode, last_summary(p.stdout), p.stderr, keys_under("lake/raw/progress/"),
-                            keys_under("lake/quarantine/progress/"), keys_under("lake/checkpoints/progress/")))
+    record(publish_verdicts(p.returncode, last_summary(p.stdout), p.stderr, days_under("lake/raw/progress/"),
+                            keys_under(LOG), keys_under("lake/quarantine/progress/"),
+                            keys_under("lake/checkpoints/progress/")))
     ok((lease_record() or {"released": True}).get("released") is True,
        "lease released (a conditional overwrite with a released record) after the run")
     ok(not keys_under("lake/staging/") and not admin.list_multipart_uploads(Bucket=LAKE).get("Uploads"),
@@ -429,7 +465,7 @@ def main():
         refused = fh.read()
     admin.put_object(Bucket=INBOX, Key=f"inbox/{INBOX_NEW}", Body=without_field(refused, "email"))
     p = landing("run", "--inbox", f"s3://{INBOX}/inbox/", "--lake", f"s3://{LAKE}/lake", "--min-age", "0")
-    record(inbox_verdicts(p.returncode, p.stdout, p.stderr, keys_under("lake/raw/progress/")))
+    record(inbox_verdicts(p.returncode, p.stdout, p.stderr, days_under("lake/raw/progress/")))
 
     # A refusal (prohibited field), by --input: the inbox keeps only landable inputs.
     admin.put_object(Bucket=INBOX, Key=f"inbox/{REFUSED}", Body=refused)
@@ -503,6 +539,17 @@ def main():
     ok(denied(reader.copy_object, Bucket=LAKE, Key="lake/raw/progress/c", CopySource={"Bucket": LAKE, "Key": raw}),
        "reader: CopyObject denied")
     ok(denied(reader.list_multipart_uploads, Bucket=LAKE), "reader: ListMultipartUploads denied")
+
+    # The reader follows the commit log with its own grants; the log's entries are
+    # never deleted or overwritten by the job or the reader.
+    etags = {k: admin.head_object(Bucket=LAKE, Key=k)["ETag"] for k in days_under("lake/raw/progress/")}
+    p = landing("feed", "--lake", lake_url, "--product", "progress", "--since", "0",
+                extra={"AWS_ACCESS_KEY_ID": keys["reader"][0], "AWS_SECRET_ACCESS_KEY": keys["reader"][1]})
+    record(feed_verdicts(p.returncode, p.stdout, p.stderr, [NAME, NAME, INBOX_NEW], etags))
+    first = log_entry(1)
+    ok(denied(job.delete_object, Bucket=LAKE, Key=first), "job: DeleteObject of a log entry denied")
+    ok(denied(reader.put_object, Bucket=LAKE, Key=first, Body=b"{}"), "reader: overwriting a log entry denied")
+    ok(denied(reader.delete_object, Bucket=LAKE, Key=first), "reader: DeleteObject of a log entry denied")
     print(json.dumps(results))
 
 

@@ -380,4 +380,127 @@ mod tests {
             }
         );
     }
+
+    /// Each line of a batch by where its bytes are: in the chunk (by offset), in the
+    /// side buffer (copied), or too long (none).
+    fn places(batch: &Batch) -> Vec<(u64, &'static str, Vec<u8>)> {
+        let place = |src: Src| match src {
+            Src::Chunk(..) => "chunk",
+            Src::Side(..) => "side",
+            Src::TooLong => "too long",
+        };
+        batch
+            .lines
+            .iter()
+            .map(|&(n, src)| (n, place(src), batch.bytes(src).to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn lines_inside_a_chunk_are_kept_by_offset_and_a_spanning_line_by_copy() {
+        let mut framer = LineFramer::new(8);
+        let first = Batch::frame(&mut framer, Bytes::from_static(b"ab\ncde\nf"));
+        assert_eq!(
+            places(&first),
+            [(1, "chunk", b"ab".to_vec()), (2, "chunk", b"cde".to_vec())]
+        );
+        // Line 3 began in the first chunk: its bytes are copied out of the framer.
+        let second = Batch::frame(&mut framer, Bytes::from_static(b"gh\n0123456789\nij"));
+        assert_eq!(
+            places(&second),
+            [(3, "side", b"fgh".to_vec()), (4, "too long", Vec::new())]
+        );
+        let last = Batch::finish(&mut framer);
+        assert_eq!(places(&last), [(5, "side", b"ij".to_vec())]);
+    }
+
+    #[test]
+    fn a_batch_resumes_at_the_start_of_the_line_it_had_not_completed() {
+        let mut framer = LineFramer::new(8);
+        let first = Batch::frame(&mut framer, Bytes::from_static(b"ab\ncd"));
+        assert_eq!(
+            first.resume,
+            Resume {
+                offset: 0,
+                lines: 0
+            }
+        );
+        let second = Batch::frame(&mut framer, Bytes::from_static(b"e\nfg"));
+        assert_eq!(
+            second.resume,
+            Resume {
+                offset: 3,
+                lines: 1
+            }
+        );
+        let last = Batch::finish(&mut framer);
+        assert_eq!(
+            last.resume,
+            Resume {
+                offset: 7,
+                lines: 2
+            }
+        );
+        assert_eq!((last.through_line, last.unterminated), (3, true));
+    }
+
+    /// `mix` is splitmix64's finaliser: from state `k` times the golden gamma it gives
+    /// the reference generator's outputs for seed 0 (Vigna's splitmix64.c).
+    #[test]
+    fn mix_is_the_splitmix64_finaliser() {
+        let gamma: u64 = 0x9E37_79B9_7F4A_7C15;
+        assert_eq!(mix(gamma), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(mix(gamma.wrapping_mul(2)), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(mix(gamma.wrapping_mul(3)), 0x06C4_5D18_8009_454F);
+    }
+
+    /// The expected sums were computed apart (Python, from the definition in
+    /// LineSum's doc: each term mixes the digest with the mixed line number).
+    #[test]
+    fn a_line_sum_adds_mixed_terms_and_depends_on_which_line_held_which_event() {
+        let (x, y) = (
+            [0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210],
+            [0x1111_1111_1111_1111, 0x2222_2222_2222_2222],
+        );
+        let mut sum = LineSum::default();
+        sum.add(1, x);
+        sum.add(2, y);
+        assert_eq!(sum, LineSum([0x03C1_BCC3_2D92_7E7E, 0xCDE8_22B6_16C9_2F48]));
+        let mut swapped = LineSum::default();
+        swapped.add(2, x);
+        swapped.add(1, y);
+        assert_eq!(
+            swapped,
+            LineSum([0x1AB8_17FB_1B06_2E88, 0xC949_AC7D_C401_C0DA])
+        );
+        // Terms commute: batches may be summed as they come.
+        let mut later_first = LineSum::default();
+        later_first.add(2, y);
+        later_first.add(1, x);
+        assert_eq!(later_first, sum);
+    }
+
+    #[test]
+    fn raw_forms_add_up_keep_the_first_line_and_any_unterminated_end() {
+        let mut total = RawForm::default();
+        total.add(RawForm {
+            differs: 2,
+            first: Some(5),
+            unterminated: false,
+        });
+        total.add(RawForm {
+            differs: 3,
+            first: Some(9),
+            unterminated: true,
+        });
+        total.add(RawForm::default());
+        assert_eq!(
+            total,
+            RawForm {
+                differs: 5,
+                first: Some(5),
+                unterminated: true
+            }
+        );
+    }
 }

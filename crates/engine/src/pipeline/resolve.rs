@@ -656,4 +656,27 @@ mod tests {
         assert_eq!(o, land(input.as_bytes(), 0, None, None).await);
         assert_eq!((o.counts.accepted, o.counts.duplicates), (100, 0));
     }
+
+    /// More suspects than the sequencer holds, none of them a real collision (5,000
+    /// distinct ids in four digests): the digests are broken, and the run fails
+    /// rather than publish a day it stopped deciding part way.
+    #[tokio::test]
+    async fn more_suspects_than_held_without_a_collision_fail_the_run() {
+        let input: String = (1..=5000).map(|i| ev(i, 0) + "\n").collect();
+        let hooks = Hooks {
+            id_digest_bits: Some(2),
+            ..Hooks::default()
+        };
+        let err = land_hooks(input.as_bytes(), 0, hooks).await.unwrap_err();
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        let text = format!("{err}: {}", source.unwrap_or_default());
+        assert!(
+            text.contains("more than 4096 distinct event ids share id digests"),
+            "{text}"
+        );
+        // Below the bound the same squeezed ids land whole.
+        let fewer: String = (1..=3000).map(|i| ev(i, 0) + "\n").collect();
+        let o = land_hooks(fewer.as_bytes(), 0, hooks).await.unwrap().0;
+        assert_eq!((o.counts.accepted, o.refusal), (3000, None));
+    }
 }

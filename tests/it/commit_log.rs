@@ -127,6 +127,9 @@ fn each_publish_adds_one_entry(kind: Kind) {
     assert_eq!(e1["product"], "progress");
     assert_eq!(e1["quarantine_key"], QUAR);
     assert_eq!(e1["run_id"], r.summary.as_ref().unwrap()["run_id"]);
+    // The run says which entry it wrote: the one stored under that number.
+    assert_eq!(r.summary.as_ref().unwrap()["log_sequence"], 1);
+    assert_eq!(e1["sequence"], 1);
     assert_eq!(e1["contract"]["name"], "progress");
     assert_eq!(e1["contract"]["version"], "1");
     assert_eq!(
@@ -138,11 +141,10 @@ fn each_publish_adds_one_entry(kind: Kind) {
         "a first publish replaces nothing: {e1}"
     );
 
-    // A skip and a refusal add nothing.
-    assert_eq!(
-        w.run(&input, &["--max-rejected-lines", "1"]).action(),
-        "skipped"
-    );
+    // A skip and a refusal add nothing; the skip names the entry it found.
+    let skip = w.run(&input, &["--max-rejected-lines", "1"]);
+    assert_eq!(skip.action(), "skipped");
+    assert_eq!(skip.summary.as_ref().unwrap()["log_sequence"], 1);
     w.put_input(DAY, b"{not json\n");
     assert_eq!(w.run(&input, &[]).action(), "refused");
     assert_eq!(log_entries(&w, "progress").len(), 1);

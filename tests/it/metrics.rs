@@ -116,6 +116,9 @@ fn a_publish_is_pushed() {
         mark(&s, "landing_last_publish_timestamp_seconds"),
         Some(end)
     );
+    // The lake's first commit log entry, as the summary says too.
+    assert_eq!(mark(&s, "landing_log_sequence"), Some(1.0));
+    assert_eq!(count(r.summary.as_ref().unwrap(), "log_sequence"), 1.0);
     assert!(
         s.find("landing_input_outcome", &[]).is_empty(),
         "nothing needs a human"
@@ -153,6 +156,9 @@ fn a_skip_moves_the_last_success_only() {
         mark(&published, "landing_last_publish_timestamp_seconds"),
         "a skip keeps the last publish"
     );
+    // It keeps the log's number too, and names the entry of the publish it found.
+    assert_eq!(mark(&s, "landing_log_sequence"), Some(1.0));
+    assert_eq!(count(r.summary.as_ref().unwrap(), "log_sequence"), 1.0);
     assert!(end > mark(&published, "landing_last_success_timestamp_seconds").unwrap());
 }
 

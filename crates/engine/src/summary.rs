@@ -166,6 +166,10 @@ pub struct Summary {
     pub published_path: Option<String>,
     pub quarantine_path: Option<String>,
     pub checkpoint_moved: bool,
+    /// The commit log entry of this publish, or for a skip of the publish it found
+    /// (absent for a day landed before the log existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_sequence: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<Refusal>,
     /// `landing check` only: the first quarantined lines.
@@ -196,6 +200,7 @@ impl Summary {
             published_path: None,
             quarantine_path: None,
             checkpoint_moved: false,
+            log_sequence: None,
             reason: None,
             quarantine_reasons: None,
             signal: None,
@@ -217,6 +222,7 @@ impl Summary {
             duplicate_rows: rec.duplicate_rows,
             published_path: Some(rec.published_path.clone()),
             quarantine_path: rec.quarantine_path.clone(),
+            log_sequence: rec.log_sequence,
             ..Summary::new(run_id, product, input, Action::Skipped)
         }
     }

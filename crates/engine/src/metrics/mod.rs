@@ -9,7 +9,8 @@
 //!   seconds per stage, lease waits, exit code, and one series per input that needs
 //!   a human. Nothing of an earlier run survives in it.
 //! - the **marks group** (the same path plus `/marks/last`) keeps the time of the
-//!   last successful run and of the last publish. It is only ever updated by POST,
+//!   last successful run and of the last publish, and the number of the last commit
+//!   log entry written. It is only ever updated by POST,
 //!   which replaces the metrics it carries and keeps the others, so a failed night
 //!   leaves the last success where it was: the 26-hour alert depends on it.
 //!
@@ -113,6 +114,8 @@ pub struct Night {
     pub lease_waits: u64,
     /// Input name → outcome, for inputs that need a human.
     pub attention: BTreeMap<String, Action>,
+    /// The highest commit log entry this run's publishes wrote.
+    pub log_sequence: Option<u64>,
 }
 
 /// Collects a run's measurements as its inputs finish; shared by an inbox's workers.
@@ -151,6 +154,7 @@ impl Recorder {
                 n.rows[0] += s.accepted_rows;
                 n.rows[1] += s.rejected_rows;
                 n.rows[2] += s.duplicate_rows;
+                n.log_sequence = n.log_sequence.max(s.log_sequence);
             }
             n.bytes_in += measured.bytes_in;
             n.bytes_out += measured.bytes_out;
@@ -327,6 +331,15 @@ pub fn marks_group(night: &Night, end: &Ending) -> Option<String> {
             "landing_last_publish_timestamp_seconds",
             "When a run last published an input, in Unix seconds",
             end.ended_at,
+        );
+    }
+    // Kept by the POST like the publish mark: a failed night leaves the last number.
+    if let Some(sequence) = night.log_sequence {
+        gauge(
+            &mut r,
+            "landing_log_sequence",
+            "The latest commit log entry a run of this product (and shard) wrote: raw/<product>/_landing_log/",
+            sequence as f64,
         );
     }
     Some(encode(&r))

@@ -165,3 +165,28 @@ fn marks_are_pushed_only_for_a_success_or_a_publish() {
         "{refused_too}"
     );
 }
+
+#[test]
+fn the_marks_carry_the_highest_log_entry_a_publish_wrote() {
+    let rec = Recorder::default();
+    let m = measured("stage", 1.0, 0);
+    let published = |n| Summary {
+        log_sequence: Some(n),
+        ..summary(Action::Published, 1, 0, 0)
+    };
+    rec.landed("a", Action::Published, Some(&published(41)), &m);
+    rec.landed("b", Action::Published, Some(&published(43)), &m);
+    // A skip names the entry it found; it wrote none, so it moves nothing.
+    let skipped = Summary {
+        log_sequence: Some(99),
+        ..summary(Action::Skipped, 1, 0, 0)
+    };
+    rec.landed("c", Action::Skipped, Some(&skipped), &m);
+    rec.count(Action::Published);
+    let marks = marks_group(&rec.night(), &end(0)).unwrap();
+    assert!(marks.contains("\nlanding_log_sequence 43.0\n"), "{marks}");
+    // A night that published nothing leaves the last number where it was: the POST
+    // of the marks carries no such series.
+    let quiet = marks_group(&Night::default(), &end(0)).unwrap();
+    assert!(!quiet.contains("landing_log_sequence"), "{quiet}");
+}

@@ -291,5 +291,5 @@ async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) ->
     ctx.hooks.crash(CrashPoint::AfterCheckpoint);
     tidy::cleanup(ctx, staged).await;
     ctx.trace.lap("cleanup");
-    Ok(publish::published_summary(ctx, staged, moved))
+    Ok(publish::published_summary(ctx, staged, moved, sequence))
 }

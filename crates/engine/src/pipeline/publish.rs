@@ -119,7 +119,12 @@ pub(super) async fn commit(
     }
 }
 
-pub(super) fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) -> Summary {
+pub(super) fn published_summary(
+    ctx: &Ctx<'_>,
+    staged: &StagedRun,
+    moved: bool,
+    log_sequence: u64,
+) -> Summary {
     let summary = Summary {
         input_sha256: staged.sha256.clone(),
         accepted_rows: staged.counts.accepted,
@@ -131,6 +136,7 @@ pub(super) fn published_summary(ctx: &Ctx<'_>, staged: &StagedRun, moved: bool) 
             .as_ref()
             .map(|_| ctx.lake.location(&ctx.layout.quarantine)),
         checkpoint_moved: moved,
+        log_sequence: Some(log_sequence),
         spill: staged.spill,
         ..ctx.summary(Action::Published)
     };

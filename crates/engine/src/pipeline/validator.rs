@@ -566,3 +566,489 @@ fn reject(
     contract::write_quarantine_record(quarantine, number, reason, contract);
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hook::Hooks;
+    use crate::identity::Digester;
+    use std::path::Path;
+
+    /// A line of a checked batch made by hand.
+    #[derive(Debug, Clone, Copy)]
+    enum Row {
+        /// Accepted event `n`: its canonical form is `e<n>`, its id too, so equal
+        /// numbers are exact copies.
+        Event(u64),
+        /// Quarantined as invalid JSON.
+        Bad,
+    }
+
+    /// Events `from..=to`, one a line.
+    fn events(from: u64, to: u64) -> Vec<Row> {
+        (from..=to).map(Row::Event).collect()
+    }
+
+    /// The batch after step 2 of `rows`, numbered from `first`, framed from `resume`.
+    fn checked(first: u64, rows: &[Row], resume: Resume) -> Checked {
+        let mut c = Checked {
+            through_line: first + rows.len() as u64 - 1,
+            resume,
+            ..Checked::default()
+        };
+        for (number, row) in (first..).zip(rows) {
+            let item = match *row {
+                Row::Event(n) => {
+                    let line = format!("e{n}");
+                    let d = Digester::new(7).digest(line.as_bytes(), line.as_bytes());
+                    c.canonical.extend_from_slice(line.as_bytes());
+                    c.canonical.push(b'\n');
+                    Item::Accept(d, c.canonical.len())
+                }
+                Row::Bad => Item::Reject(Reason::InvalidJson),
+            };
+            c.items.push((number, item));
+        }
+        c
+    }
+
+    /// The published lines of events `from..=to`.
+    fn published(from: u64, to: u64) -> String {
+        (from..=to).map(|n| format!("e{n}\n")).collect()
+    }
+
+    fn output(seq: &mut Sequencer) -> String {
+        String::from_utf8(seq.output().clone()).unwrap()
+    }
+
+    fn plain(cap: u64) -> Sequencer {
+        Sequencer::new(contract::progress(), cap, 0)
+    }
+
+    /// A sequencer of an input of unknown size (its index sized at the estimate's
+    /// floor, 1024 events) whose index's share of the budget is `share` bytes
+    /// (`None`: no budget).
+    fn spilling(dir: &Path, share: Option<u64>, hooks: Hooks) -> Sequencer {
+        let plan = SpillPlan::of(share, dir, "r", hooks);
+        assert!(plan.is_some());
+        plain(0).with_spill(plan)
+    }
+
+    /// Spill every 4 distinct events (the table then has room for 8).
+    fn every_4() -> Hooks {
+        Hooks {
+            spill_every: Some(4),
+            ..Hooks::default()
+        }
+    }
+
+    /// The spill's runs, its last buffer written too: the records of each, in the
+    /// order they were written.
+    fn runs(sp: Spilled) -> Vec<u64> {
+        let scratch = sp.writer.finish(sp.buffer).unwrap();
+        let mut paths: Vec<_> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "run"))
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len() / Record::BYTES as u64)
+            .collect()
+    }
+
+    fn entries(dir: &Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn a_spill_into_a_scratch_dir_that_cannot_be_made_fails_naming_it_and_stops() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("a-file");
+        std::fs::write(&file, b"").unwrap();
+        let dir = file.join("scratch");
+        let hooks = Hooks {
+            spill_every: Some(2),
+            ..Hooks::default()
+        };
+        let plan = SpillPlan::of(None, &dir, "r", hooks);
+        let mut seq = Sequencer::new(contract::progress(), 5, 0).with_spill(plan);
+        // Line 3 spills and fails: line 4's reject is never reached.
+        let rows = [Row::Event(1), Row::Event(2), Row::Event(3), Row::Bad];
+        seq.apply(&checked(1, &rows, Resume::default()));
+        let failure = seq.failure().expect("the spill failed").to_owned();
+        assert!(
+            failure.starts_with(&format!("spill to scratch under {}: ", dir.display())),
+            "{failure}"
+        );
+        assert!(seq.stopped());
+        assert_eq!(
+            seq.counts(),
+            Counts {
+                accepted: 2,
+                rejected: 0,
+                duplicates: 0
+            }
+        );
+        assert!(seq.quarantine().is_empty());
+        // A later batch is not applied at all.
+        seq.apply(&checked(5, &[Row::Bad], Resume::default()));
+        assert_eq!(seq.progress(), (1, 4));
+        assert_eq!(seq.counts().rejected, 0);
+        assert_eq!(output(&mut seq), published(1, 2));
+        assert!(seq.refusal().is_none());
+    }
+
+    #[test]
+    fn refuse_replaces_the_refusal_of_a_line_and_stops_the_sequencer() {
+        let mut seq = plain(0);
+        seq.apply(&checked(1, &[Row::Event(1), Row::Bad], Resume::default()));
+        assert_eq!(
+            seq.refusal(),
+            Some(&refusal(RefusalKind::RejectCap, 2, None))
+        );
+        let broken = refusal(RefusalKind::CorruptCompression, 3, None);
+        seq.refuse(broken.clone());
+        assert_eq!(seq.refusal(), Some(&broken));
+        // And a sequencer that had decided nothing stops at it.
+        let mut seq = plain(10);
+        seq.apply(&checked(1, &[Row::Event(1)], Resume::default()));
+        seq.refuse(broken.clone());
+        assert!(seq.stopped());
+        seq.apply(&checked(2, &[Row::Bad, Row::Event(2)], Resume::default()));
+        assert_eq!(seq.progress(), (1, 1));
+        assert_eq!(seq.refusal(), Some(&broken));
+        assert_eq!(output(&mut seq), published(1, 1));
+    }
+
+    #[test]
+    fn a_cap_refusal_keeps_the_reject_that_broke_the_cap_listed() {
+        // Cap 2: the third reject, line 4, refuses the file.
+        let mut seq = plain(2);
+        let rows = [Row::Bad, Row::Event(1), Row::Bad, Row::Bad];
+        seq.apply(&checked(1, &rows, Resume::default()));
+        let cap = refusal(RefusalKind::RejectCap, 4, None);
+        assert_eq!(seq.refusal(), Some(&cap));
+        let counts = seq.counts();
+        seq.resolve(counts, Some(cap.clone()));
+        let lines: Vec<u64> = seq.first_rejects().iter().map(|r| r.line).collect();
+        assert_eq!(lines, [1, 3, 4]);
+        assert_eq!(seq.refusal(), Some(&cap));
+    }
+
+    #[test]
+    fn another_refusal_drops_the_rejects_at_and_after_its_line() {
+        let mut seq = plain(10);
+        let rows = [Row::Bad, Row::Event(1), Row::Bad, Row::Event(2), Row::Bad];
+        seq.apply(&checked(1, &rows, Resume::default()));
+        assert_eq!(seq.first_rejects().len(), 3);
+        // The id check found line 4 a collision: lines 4 and 5 were never reached.
+        let before = Counts {
+            accepted: 1,
+            rejected: 2,
+            duplicates: 0,
+        };
+        let collision = refusal(RefusalKind::IdCollision, 4, None);
+        seq.resolve(before, Some(collision.clone()));
+        let lines: Vec<u64> = seq.first_rejects().iter().map(|r| r.line).collect();
+        assert_eq!(lines, [1, 3]);
+        assert_eq!(seq.counts(), before);
+        assert_eq!(seq.refusal(), Some(&collision));
+        // A collision on a reject's own line drops that line too.
+        let mut seq = plain(10);
+        seq.apply(&checked(1, &rows, Resume::default()));
+        let at_3 = refusal(RefusalKind::IdCollision, 3, None);
+        seq.resolve(before, Some(at_3));
+        let lines: Vec<u64> = seq.first_rejects().iter().map(|r| r.line).collect();
+        assert_eq!(lines, [1]);
+    }
+
+    #[test]
+    fn only_the_first_twenty_rejects_are_listed() {
+        let mut seq = plain(100);
+        seq.apply(&checked(1, &[Row::Bad; 25], Resume::default()));
+        assert_eq!(seq.counts().rejected, 25);
+        let listed: Vec<Rejected> = (1..=20)
+            .map(|line| Rejected {
+                line,
+                reason: "invalid_json".into(),
+            })
+            .collect();
+        assert_eq!(seq.first_rejects(), listed);
+        let records = seq.quarantine().iter().filter(|&&b| b == b'\n').count();
+        assert_eq!(records, 25);
+    }
+
+    #[test]
+    fn the_first_duplicate_is_the_earliest_of_the_index_and_the_merge() {
+        let mut seq = plain(0);
+        assert_eq!(seq.first_duplicate(), None);
+        seq.merged_duplicate(9);
+        assert_eq!(seq.first_duplicate(), Some(9));
+        seq.merged_duplicate(7);
+        assert_eq!(seq.first_duplicate(), Some(7));
+        seq.merged_duplicate(12);
+        assert_eq!(seq.first_duplicate(), Some(7));
+        // The index's own, line 4, is earlier than the merge's.
+        let mut seq = plain(0);
+        let rows = [1, 2, 3, 2, 4].map(Row::Event);
+        seq.apply(&checked(1, &rows, Resume::default()));
+        assert_eq!(seq.first_duplicate(), Some(4));
+        seq.merged_duplicate(9);
+        assert_eq!(seq.first_duplicate(), Some(4));
+    }
+
+    #[test]
+    fn the_raw_form_adds_up_every_batch() {
+        let mut seq = plain(0);
+        let mut first = checked(1, &events(1, 3), Resume::default());
+        first.raw = RawForm {
+            differs: 1,
+            first: Some(2),
+            unterminated: false,
+        };
+        let mut last = checked(4, &events(4, 6), Resume::default());
+        last.raw = RawForm {
+            differs: 2,
+            first: Some(5),
+            unterminated: true,
+        };
+        seq.apply(&first);
+        seq.apply(&last);
+        assert_eq!(
+            seq.raw_form(),
+            RawForm {
+                differs: 3,
+                first: Some(2),
+                unterminated: true
+            }
+        );
+    }
+
+    #[test]
+    fn distinct_events_counts_each_event_once() {
+        let mut seq = plain(0);
+        let rows = [1, 2, 1, 3, 2].map(Row::Event);
+        seq.apply(&checked(1, &rows, Resume::default()));
+        assert_eq!(seq.distinct_events(), 3);
+        assert_eq!(
+            seq.counts(),
+            Counts {
+                accepted: 3,
+                rejected: 0,
+                duplicates: 2
+            }
+        );
+        assert_eq!(output(&mut seq), published(1, 3));
+    }
+
+    #[test]
+    fn lines_are_estimated_at_64_bytes_each_before_any_byte_is_framed() {
+        let seq = Sequencer::new(contract::progress(), 0, 6400);
+        assert_eq!(seq.lines_expected(), 100);
+    }
+
+    #[test]
+    fn lines_are_estimated_from_the_bytes_framed_with_ten_percent_headroom() {
+        // 10 lines in the first 100 bytes of 1000: 100 lines, and 10% more.
+        let mut seq = Sequencer::new(contract::progress(), 0, 1000);
+        seq.apply(&Checked {
+            through_line: 10,
+            resume: Resume {
+                offset: 100,
+                lines: 10,
+            },
+            ..Checked::default()
+        });
+        assert_eq!(seq.lines_expected(), 110);
+        // 1000 lines in 150 kB of a GB: 6_666_666 lines, 666_666 of headroom.
+        let mut seq = Sequencer::new(contract::progress(), 0, 1_000_000_000);
+        seq.apply(&Checked {
+            through_line: 1000,
+            resume: Resume {
+                offset: 150_000,
+                lines: 1000,
+            },
+            ..Checked::default()
+        });
+        assert_eq!(seq.lines_expected(), 7_333_326);
+    }
+
+    #[test]
+    fn a_compressed_input_is_sized_from_its_content_bytes() {
+        // 640 bytes stored, 64_000 once decompressed: 1000 lines of 64 bytes.
+        let mut seq = Sequencer::new(contract::progress(), 0, 640);
+        seq.set_compressed(64_000);
+        assert_eq!(seq.lines_expected(), 1000);
+    }
+
+    #[test]
+    fn the_index_spills_once_it_holds_its_share_of_events_and_not_before() {
+        let root = tempfile::tempdir().unwrap();
+        let mut seq = spilling(root.path(), None, every_4());
+        seq.apply(&checked(1, &events(1, 4), Resume::default()));
+        assert_eq!(seq.distinct_events(), 4);
+        assert_eq!(entries(root.path()), 0);
+        seq.apply(&checked(5, &events(5, 5), Resume::default()));
+        assert_eq!(entries(root.path()), 1);
+        assert!(seq.take_spilled().is_some());
+        assert_eq!(output(&mut seq), published(1, 5));
+    }
+
+    /// An index sized for 1024 events has 1205 slots of 24 bytes, 28_920 bytes; its
+    /// growth briefly holds it and one half as large again: 72_300 bytes.
+    #[test]
+    fn the_index_spills_when_its_growth_would_pass_its_share() {
+        let root = tempfile::tempdir().unwrap();
+        // 96_396 bytes: the index's 3/4 is 72_297 bytes (room for 2560 events).
+        let mut seq = spilling(root.path(), Some(96_396), Hooks::default());
+        seq.apply(&checked(1, &events(1, 1024), Resume::default()));
+        assert_eq!(seq.distinct_events(), 1024);
+        assert_eq!(entries(root.path()), 0);
+        // The 1025th would grow it.
+        seq.apply(&checked(1025, &events(1025, 1025), Resume::default()));
+        assert_eq!(entries(root.path()), 1);
+        assert!(seq.take_spilled().is_some());
+        assert_eq!(seq.counts().accepted, 1025);
+    }
+
+    #[test]
+    fn a_growth_that_fits_the_share_does_not_spill() {
+        let root = tempfile::tempdir().unwrap();
+        // 96_400 bytes: the index's 3/4 is 72_300 bytes, just what its growth holds.
+        let mut seq = spilling(root.path(), Some(96_400), Hooks::default());
+        seq.apply(&checked(1, &events(1, 1030), Resume::default()));
+        assert_eq!(seq.distinct_events(), 1030);
+        assert_eq!(entries(root.path()), 0);
+        assert!(seq.take_spilled().is_none());
+    }
+
+    #[test]
+    fn the_index_is_dumped_in_runs_of_half_the_rest_of_the_share() {
+        let root = tempfile::tempdir().unwrap();
+        // 4000 bytes: the index has 3000 (106 events), the dump 1000 bytes, two
+        // buffers of 12 records of 40 bytes.
+        let mut seq = spilling(root.path(), Some(4000), Hooks::default());
+        seq.apply(&checked(1, &events(1, 106), Resume::default()));
+        assert_eq!(entries(root.path()), 0);
+        seq.apply(&checked(107, &events(107, 107), Resume::default()));
+        // 106 events in runs of 12, then the record of event 107.
+        let sp = seq.take_spilled().expect("it spilled");
+        assert_eq!(runs(sp), [12, 12, 12, 12, 12, 12, 12, 12, 10, 1]);
+        assert_eq!(output(&mut seq), published(1, 107));
+    }
+
+    /// Spilling every 4 events: the index is dumped as one run of 4, records are
+    /// written in runs of 2 (half the plan's 4), during the table's days (room for
+    /// 8: events 5 to 8) and after.
+    #[test]
+    fn records_are_written_in_runs_of_half_the_plan_s_records() {
+        let root = tempfile::tempdir().unwrap();
+        let mut seq = spilling(root.path(), None, every_4());
+        seq.apply(&checked(1, &events(1, 11), Resume::default()));
+        let sp = seq.take_spilled().expect("it spilled");
+        assert_eq!(runs(sp), [4, 2, 2, 2, 1]);
+    }
+
+    #[test]
+    fn without_copies_before_the_table_filled_the_lines_after_it_are_staged() {
+        let root = tempfile::tempdir().unwrap();
+        let mut seq = spilling(root.path(), None, every_4());
+        seq.apply(&checked(1, &events(1, 9), Resume::default()));
+        let later = Resume {
+            offset: 900,
+            lines: 9,
+        };
+        seq.apply(&checked(10, &events(10, 11), later));
+        assert_eq!(output(&mut seq), published(1, 11));
+        assert_eq!(seq.output_lines(), 11);
+        let sp = seq.take_spilled().expect("it spilled");
+        assert_eq!(sp.from, None);
+        assert_eq!(sp.sum, LineSum::default());
+        assert_eq!(sp.resume, Resume::default());
+    }
+
+    /// Line 3 copies line 1 before the spill (line 6); the table (room for 8) is
+    /// full after line 9: lines 10 on are held back for the replay.
+    fn held(root: &Path, compressed: bool) -> Spilled {
+        let mut seq = spilling(root, None, every_4());
+        if compressed {
+            seq.set_compressed(64_000);
+        }
+        let rows = [1, 2, 1, 3, 4, 5, 6, 7, 8].map(Row::Event);
+        seq.apply(&checked(1, &rows, Resume::default()));
+        let second = Resume {
+            offset: 900,
+            lines: 9,
+        };
+        seq.apply(&checked(10, &events(9, 11), second));
+        let third = Resume {
+            offset: 1200,
+            lines: 12,
+        };
+        seq.apply(&checked(13, &events(12, 12), third));
+        assert_eq!(output(&mut seq), published(1, 8));
+        assert_eq!(seq.output_lines(), 12);
+        assert_eq!(
+            seq.counts(),
+            Counts {
+                accepted: 12,
+                rejected: 0,
+                duplicates: 1
+            }
+        );
+        let sp = seq.take_spilled().expect("it spilled");
+        // From line 10, output line 8 (counted from 0), on.
+        assert_eq!(sp.from, Some((10, 8)));
+        let mut sum = LineSum::default();
+        for (line, n) in [(10, 9), (11, 10), (12, 11), (13, 12)] {
+            let e = format!("e{n}");
+            let d = Digester::new(7).digest(e.as_bytes(), e.as_bytes());
+            sum.add(line, d.value());
+        }
+        assert_eq!(sp.sum, sum);
+        sp
+    }
+
+    #[test]
+    fn after_copies_the_lines_past_the_table_are_held_from_their_first_batch() {
+        let root = tempfile::tempdir().unwrap();
+        let sp = held(root.path(), false);
+        assert_eq!(
+            sp.resume,
+            Resume {
+                offset: 900,
+                lines: 9
+            }
+        );
+    }
+
+    #[test]
+    fn a_compressed_input_s_held_lines_are_replayed_from_its_start() {
+        let root = tempfile::tempdir().unwrap();
+        let sp = held(root.path(), true);
+        assert_eq!(sp.resume, Resume::default());
+    }
+
+    /// Share 80_000 bytes: the index (3/4) spills when its growth (72_300 bytes,
+    /// 1024 events) would pass 60_000, dumped in runs of 250. Records take 80_000
+    /// bytes less the table's: a table with room for 1028 events (1225 slots, 9800
+    /// bytes) leaves buffers of 877 records; once it is gone, buffers of 1000.
+    #[test]
+    fn the_buffer_after_the_table_is_reserved_at_the_larger_size() {
+        let root = tempfile::tempdir().unwrap();
+        let hooks = Hooks {
+            spill_table: Some(1028),
+            ..Hooks::default()
+        };
+        let mut seq = spilling(root.path(), Some(80_000), hooks);
+        // Events 1025 to 1028 fill the table; 1029 comes after it.
+        seq.apply(&checked(1, &events(1, 1029), Resume::default()));
+        assert_eq!(output(&mut seq), published(1, 1029));
+        let sp = seq.take_spilled().expect("it spilled");
+        assert_eq!(sp.buffer.len(), 1);
+        assert!(sp.buffer.capacity() >= 1000, "{}", sp.buffer.capacity());
+        assert_eq!(runs(sp), [250, 250, 250, 250, 24, 4, 1]);
+    }
+}

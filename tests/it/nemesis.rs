@@ -15,24 +15,37 @@
 //! memory, so a restart would lose the lake: there only the outage stands for one. A
 //! reader polls every
 //! published object throughout: each one it reads must be the reference model's
-//! output for some version of its input, whole.
+//! output for some version of its input, whole. A feed reader follows the commit log
+//! as a downstream job does (`feed.rs`): `landing feed --since <cursor>` every half
+//! second, its cursor moving only to the printed one; the entries it reads must be
+//! numbered cursor+1, +2, … (never back, repeated or skipped), each naming one of the
+//! inputs at its raw key with the model's publish (`published_sha256`) of a version
+//! the producer stored (`input_sha256`), and an entry whose object still has its
+//! version (size, ETag or the local version fields) must hash to that publish.
 //!
 //! Then everything stops (frozen runs are resumed and every run is waited for), two
 //! quiet inbox runs land what is left, and the checker asks: each input's raw object
 //! is the model's output of its latest content and its checkpoint names that content;
 //! every lease is released; no staging object or multipart upload is left; every run
 //! that said what it did (a summary line, any action but busy) left its run record,
-//! unless it said the record's write failed. Runs exit 0, 75, by the nemesis's SIGKILL,
-//! or 1 only where a fault can explain it (through the proxy; during a restart, until
+//! unless it said the record's write failed. The commit log: the feed reader's last
+//! pass reaches the log's end; the store holds entries 1..=n without a gap, as `feed
+//! --since 0` prints them; each input's latest entry names its raw object's current
+//! version and the model's publish of its latest content; every `published` summary
+//! a run printed names (`log_sequence`) the entry its run wrote for that input and
+//! content, every `skipped` one an entry of that input and content; no run has two
+//! entries for one input; a `replaced.sequence` names an earlier entry of the same
+//! key and bytes; `landing verify` has no `log_…` finding. Runs exit 0, 75, by the
+//! nemesis's SIGKILL, or 1 only where a fault can explain it (through the proxy; during a restart, until
 //! the server takes a write again and 30 s more; or reading an input the producer
 //! rewrote under it); anything else is an anomaly, which names each failed input's
 //! error. The reader's and the producer's
-//! own requests may fail only while the server restarts.
+//! own requests, and the feed reader's, may fail only while the server restarts.
 //!
 //! `LANDING_NEMESIS_MINUTES` sets the soak's length (default 3), `LANDING_TEST_SEED`
 //! its seed (printed; it replays the same choices, not the same timing).
 //! `scripts/nemesis` runs it alone. Each soak prints its operations, faults by kind,
-//! reads and anomalies.
+//! reads, feed entries checked and anomalies.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -44,6 +57,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::proxy::{Fault, Match, Op, Proxy, Rule, RuleId};
 use crate::support::*;
+
+mod feed;
 
 /// Inputs in the inbox, and lines in each version of one.
 const INPUTS: usize = 12;
@@ -83,10 +98,12 @@ impl Rng {
     }
 }
 
-/// One version of an input: the stored bytes' hash and the model's publish of them.
+/// One version of an input: the stored bytes' hash, the model's publish of them and
+/// that publish's hash.
 struct Version {
     sha: String,
     output: Vec<u8>,
+    output_sha: String,
 }
 
 /// A run in flight, for the nemesis to pick.
@@ -116,6 +133,13 @@ struct Tally {
     exits: BTreeMap<String, u64>,
     faults: BTreeMap<String, u64>,
     reads: u64,
+    /// Log entries the feed reader read and judged.
+    feed_entries: u64,
+    /// Of those, the entries whose object still had their version when read: its
+    /// bytes were hashed against the entry.
+    feed_hashed: u64,
+    /// The log's end at the quiet end.
+    log_end: u64,
     anomalies: Vec<String>,
 }
 
@@ -151,9 +175,11 @@ impl Soak<'_> {
     /// never meets a publish of a version it does not know.
     fn put_version(&self, i: usize, seed: u64) {
         let content = generated(LINES, seed);
+        let output = expected_publish(&content);
         let v = Version {
             sha: sha256(&content),
-            output: expected_publish(&content),
+            output_sha: sha256(&output),
+            output,
         };
         let mut versions = self.versions.lock().unwrap();
         versions[i].push(v);
@@ -550,9 +576,12 @@ fn fault_rules() -> Vec<(String, Rule)> {
 }
 
 /// Judge every run that ended: its exit and, when it said what it did, its records.
-fn judge_runs(s: &Soak) {
+/// Returns the publishes and skips the runs printed, for the log's checks.
+fn judge_runs(s: &Soak) -> Vec<feed::Said> {
     let ended = std::mem::take(&mut *s.ended.lock().unwrap());
+    let mut said = Vec::new();
     for e in &ended {
+        said.extend(feed::summaries(&e.op, &e.stdout));
         let exit = match (e.status.code(), e.status.signal()) {
             (Some(c), _) => format!("exit {c}"),
             (None, Some(sig)) => format!("signal {sig}"),
@@ -568,6 +597,7 @@ fn judge_runs(s: &Soak) {
         }
         run_records_present(s, e);
     }
+    said
 }
 
 /// Why a run failed, for the anomaly: the errors of its failed inbox lines (stdout),
@@ -649,8 +679,9 @@ fn run_records_present(s: &Soak, e: &Ended) {
     }
 }
 
-/// The quiet end: two inbox runs with no fault, then the lake against the model.
-fn check_quiet_end(s: &Soak) {
+/// The quiet end: two inbox runs with no fault, then the lake and its commit log
+/// against the model (`cursor`: the feed reader's; `said`: the runs' summaries).
+fn check_quiet_end(s: &Soak, cursor: u64, mut said: Vec<feed::Said>) {
     let lake = s.w.lake_arg();
     let inbox = inbox(s.w);
     for pass in ["first", "second"] {
@@ -672,6 +703,7 @@ fn check_quiet_end(s: &Soak) {
                 r.code, r.stderr
             ));
         }
+        said.extend(feed::summaries(&format!("{pass} quiet"), &r.stdout));
     }
     let versions = s.versions.lock().unwrap();
     for (i, v) in versions.iter().enumerate() {
@@ -699,6 +731,7 @@ fn check_quiet_end(s: &Soak) {
             "left in staging after the quiet runs: {leftovers:?}"
         ));
     }
+    feed::check_log_at_quiet_end(s, cursor, &said);
 }
 
 /// The soak's length in minutes: `LANDING_NEMESIS_MINUTES`, 3 unless set.
@@ -729,13 +762,20 @@ fn outage_proxy(w: &World, outage: &Arc<AtomicBool>) -> Option<Proxy> {
     })
 }
 
-/// Workers, producer, reader and nemesis for `minutes`, then stops them all and waits
-/// for every run to end (thawing frozen ones); returns the rules the nemesis armed.
-fn run_soak(s: &Soak, seed: u64, rules: &[(String, Rule)], minutes: f64) -> Vec<(String, RuleId)> {
+/// Workers, producer, readers and nemesis for `minutes`, then stops them all and
+/// waits for every run to end (thawing frozen ones); returns the rules the nemesis
+/// armed and the feed reader's cursor.
+fn run_soak(
+    s: &Soak,
+    seed: u64,
+    rules: &[(String, Rule)],
+    minutes: f64,
+) -> (Vec<(String, RuleId)>, u64) {
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..WORKERS).map(|_| scope.spawn(|| worker(s))).collect();
         let producer = scope.spawn(|| producer(s, seed));
         let reader = scope.spawn(|| reader(s));
+        let feed_reader = scope.spawn(|| feed::feed_reader(s));
         let nemesis = scope.spawn(|| nemesis(s, rules));
         std::thread::sleep(Duration::from_secs_f64(minutes * 60.0));
         s.stop.store(true, Ordering::SeqCst);
@@ -750,7 +790,8 @@ fn run_soak(s: &Soak, seed: u64, rules: &[(String, Rule)], minutes: f64) -> Vec<
             w.join().expect("a worker");
         }
         reader.join().expect("the reader");
-        armed
+        let cursor = feed_reader.join().expect("the feed reader");
+        (armed, cursor)
     })
 }
 
@@ -774,7 +815,8 @@ fn tally_fired_faults(s: &Soak, armed: &[(String, RuleId)]) {
 }
 
 /// Prints the soak's summary line (length, seed, operations, exits, faults, reads,
-/// anomalies), so a run shows what it covered even when it passes.
+/// feed entries checked, anomalies), so a run shows what it covered even when it
+/// passes.
 fn print_summary(s: &Soak, t: &Tally, kind: Kind, seed: u64, soaked: Duration) {
     let list = |m: &BTreeMap<String, u64>| {
         m.iter()
@@ -785,13 +827,17 @@ fn print_summary(s: &Soak, t: &Tally, kind: Kind, seed: u64, soaked: Duration) {
     let versions: usize = s.versions.lock().unwrap().iter().map(Vec::len).sum();
     eprintln!(
         "nemesis {kind:?}: {:.1} min, seed {seed}; runs: {} ({}); exits: {}; faults: {}; \
-         {versions} input versions; {} reads of raw/; {} anomalies",
+         {versions} input versions; {} reads of raw/; {} feed entries checked ({} hashed \
+         at their key), log end {}; {} anomalies",
         soaked.as_secs_f64() / 60.0,
         t.ops.values().sum::<u64>(),
         list(&t.ops),
         list(&t.exits),
         list(&t.faults),
         t.reads,
+        t.feed_entries,
+        t.feed_hashed,
+        t.log_end,
         t.anomalies.len()
     );
 }
@@ -832,12 +878,12 @@ fn soak(kind: Kind) {
     }
     let rules = fault_rules();
     let started = Instant::now();
-    let armed = run_soak(&s, seed, &rules, minutes);
+    let (armed, cursor) = run_soak(&s, seed, &rules, minutes);
     let soaked = started.elapsed();
     s.outage.store(false, Ordering::SeqCst);
     tally_fired_faults(&s, &armed);
-    judge_runs(&s);
-    check_quiet_end(&s);
+    let said = judge_runs(&s);
+    check_quiet_end(&s, cursor, said);
     let t = s.tally.lock().unwrap();
     print_summary(&s, &t, kind, seed, soaked);
     assert!(
@@ -847,8 +893,8 @@ fn soak(kind: Kind) {
         t.anomalies.join("\n")
     );
     assert!(
-        t.exits.get("signal 9").copied().unwrap_or(0) > 0 && t.reads > 0,
-        "nemesis {kind:?} seed {seed}: the soak killed nothing or read nothing"
+        t.exits.get("signal 9").copied().unwrap_or(0) > 0 && t.reads > 0 && t.feed_entries > 0,
+        "nemesis {kind:?} seed {seed}: the soak killed nothing, read nothing or followed no entry"
     );
 }
 

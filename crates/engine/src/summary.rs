@@ -411,6 +411,16 @@ mod tests {
             r#"{"run_id":"r","product":"progress","input":"/in/a.jsonl","input_sha256":"ab","action":"skipped","accepted_rows":7,"rejected_rows":2,"duplicate_rows":1,"published_path":"raw/progress/a.jsonl","quarantine_path":"quarantine/progress/a.jsonl","checkpoint_moved":false}"#
         );
         assert_eq!(s.exit_code(), 0);
+        // A day landed since the commit log existed: the skip names its entry.
+        let mut logged = rec.clone();
+        logged.log_sequence = Some(41);
+        let s41 = Summary::skipped("r".into(), "progress".into(), "/in/a.jsonl".into(), &logged);
+        assert!(
+            s41.to_json()
+                .ends_with(r#""checkpoint_moved":false,"log_sequence":41}"#),
+            "{}",
+            s41.to_json()
+        );
         let refused = Summary {
             reason: Some(Refusal {
                 kind: RefusalKind::IdCollision,

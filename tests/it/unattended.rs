@@ -700,6 +700,31 @@ fn short_margin(w: &mut World) {
         .push(("LANDING_S3_ATTEMPT_TIMEOUT".into(), "2".into()));
 }
 
+/// A run of `input` with `--lease-wait wait`, spawned, once it said it waits for the
+/// lease another run holds; with the rest of its stderr, which must stay read while
+/// it runs.
+fn spawn_waiting(w: &World, input: &str, wait: &str) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = w
+        .command(
+            &[
+                "run",
+                "--input",
+                input,
+                "--lake",
+                &w.lake_arg(),
+                "--lease-wait",
+                wait,
+            ],
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let rest = stderr_until(&mut child, "waiting for it");
+    (child, rest)
+}
+
 /// With `--lease-wait`, a run that finds the lease held waits, touching nothing, and
 /// lands the input once the lease is free: released by its holder (the test releases
 /// it only after the run said it waits), or taken over once the holder's record
@@ -711,24 +736,7 @@ fn a_run_waits_for_a_held_lease(kind: Kind) {
     let input = w.put_input(NAME, &generated(300, 101));
     let held = foreign_lease(3600);
     w.put(LOCK, &held);
-    let mut child = w
-        .command(
-            &[
-                "run",
-                "--input",
-                &input,
-                "--lake",
-                &w.lake_arg(),
-                "--lease-wait",
-                "60",
-            ],
-            &[],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let _rest = stderr_until(&mut child, "waiting for it");
+    let (child, _rest) = spawn_waiting(&w, &input, "60");
     // Waiting: the holder's record is as it wrote it, and nothing is published.
     assert_eq!(
         w.get(LOCK).unwrap(),
@@ -787,24 +795,7 @@ fn sigterm_stops_a_lease_wait(kind: Kind) {
     let input = w.put_input(NAME, &generated(300, 103));
     let held = foreign_lease(3600);
     w.put(LOCK, &held);
-    let mut child = w
-        .command(
-            &[
-                "run",
-                "--input",
-                &input,
-                "--lake",
-                &w.lake_arg(),
-                "--lease-wait",
-                "600",
-            ],
-            &[],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let _lines = stderr_until(&mut child, "waiting for it");
+    let (child, _lines) = spawn_waiting(&w, &input, "600");
     signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(143));

@@ -228,19 +228,28 @@ async fn exists(store: &dyn Store, keys: &LogKeys, sequence: u64) -> Result<bool
 
 /// Entry `sequence`, checked: it parses, and its number is its name's.
 pub async fn read_entry(store: &dyn Store, keys: &LogKeys, sequence: u64) -> Result<Option<Entry>> {
-    let key = keys.entry(sequence);
-    let Some(v) = store.get_small(&key).await? else {
+    read_numbered(store, &keys.entry(sequence), sequence, |e: &Entry| {
+        e.sequence
+    })
+    .await
+}
+
+/// The object at `key`, which must parse and carry the number `sequence` its name
+/// has (`number` reads it).
+async fn read_numbered<T: for<'de> Deserialize<'de>>(
+    store: &dyn Store,
+    key: &str,
+    sequence: u64,
+    number: impl Fn(&T) -> u64,
+) -> Result<Option<T>> {
+    let Some(v) = store.get_small(key).await? else {
         return Ok(None);
     };
-    let entry: Entry = decode(store, &key, &v.bytes)?;
-    if entry.sequence != sequence {
-        return Err(corrupt(
-            store,
-            &key,
-            format!("it says sequence {}", entry.sequence),
-        ));
+    let read: T = decode(store, key, &v.bytes)?;
+    match number(&read) {
+        n if n == sequence => Ok(Some(read)),
+        n => Err(corrupt(store, key, format!("it says sequence {n}"))),
     }
-    Ok(Some(entry))
 }
 
 /// Every entry after `since`, in order, up to the end. A missing entry below the end
@@ -317,19 +326,7 @@ async fn latest_snapshot(store: &dyn Store, keys: &LogKeys, at: u64) -> Result<O
     let Some(n) = numbers.pop() else {
         return Ok(None);
     };
-    let key = keys.snapshot(n);
-    let Some(v) = store.get_small(&key).await? else {
-        return Ok(None);
-    };
-    let snap: Snapshot = decode(store, &key, &v.bytes)?;
-    if snap.sequence != n {
-        return Err(corrupt(
-            store,
-            &key,
-            format!("it says sequence {}", snap.sequence),
-        ));
-    }
-    Ok(Some(snap))
+    read_numbered(store, &keys.snapshot(n), n, |s: &Snapshot| s.sequence).await
 }
 
 /// Write the snapshot at `at` (created, never overwritten).

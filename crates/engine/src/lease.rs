@@ -374,15 +374,19 @@ impl Lease {
         let needed = held.ttl().unwrap_or(opts.ttl) + opts.margin;
         let unchanged = seen.unchanged_for(&location, &current.version);
         seen.needs(&location, needed);
+        // A waiting run looks again when the record becomes takeable (leasing.rs), so
+        // a wait one second longer than `needed` takes a dead holder's lease.
         let busy = || Error::Busy {
             location: location.clone(),
             holder: format!("{} on {} (pid {})", held.run_id, held.host, held.pid),
             until: format!(
                 "it is released, or its record stays unchanged for {}s by this run's clock \
-                 (unchanged for {}s so far; the holder's clock gives {})",
+                 (unchanged for {}s so far; the holder's clock gives {}); if that run is \
+                 dead, a run with --lease-wait {} or more takes its lease over",
                 needed.as_secs_f64().ceil(),
                 unchanged.as_secs(),
-                held.expires_at
+                held.expires_at,
+                needed.as_secs_f64().ceil() + 1.0
             ),
         };
         let dead = opts.instant_takeover && holder_is_dead(&held);
@@ -1086,7 +1090,12 @@ mod tests {
         let r = Lease::acquire(store.clone(), "l.lock", "me", o, Deadline::default(), &seen);
         match r.await {
             Err(Error::Busy { until, .. }) => {
-                assert!(until.contains("unchanged for 70s"), "{until}")
+                assert!(until.contains("unchanged for 70s"), "{until}");
+                // The holder's TTL (60 s) and the margin (10 s), and a second.
+                assert!(
+                    until.ends_with("a run with --lease-wait 71 or more takes its lease over"),
+                    "{until}"
+                );
             }
             other => panic!("took a lease at first look: {:?}", other.err()),
         }

@@ -69,18 +69,8 @@ pub(super) fn feed_reader(s: &Soak) -> u64 {
 /// `Err` only for what a store failure can explain (the feed failed, or reading an
 /// entry's object failed); the rest is an anomaly here. The cursor moves to M.
 fn follow_once(s: &Soak, cursor: &mut u64) -> Result<(), String> {
-    let lake = s.w.lake_arg();
     let since = cursor.to_string();
-    let args = [
-        "feed",
-        "--lake",
-        &lake,
-        "--product",
-        PRODUCT,
-        "--since",
-        &since,
-    ];
-    let r = s.w.landing(&args, &[("LANDING_LOG_LEVEL", "warn")]);
+    let r = feed_since(s, &since);
     if r.code != Some(0) {
         let last = r.stderr.lines().last().unwrap_or("(nothing on stderr)");
         return Err(format!("feed --since {since} exited {:?}: {last}", r.code));
@@ -285,7 +275,8 @@ pub(super) fn check_log_at_quiet_end(s: &Soak, mut cursor: u64, said: &[Said]) {
     verify_finds_nothing_in_the_log(s);
 }
 
-fn feed_prints_the_log(s: &Soak, log: &[Value]) {
+/// `landing feed --since <since>` on the soak's lake, as the reader role runs it.
+fn feed_since(s: &Soak, since: &str) -> Run {
     let lake = s.w.lake_arg();
     let args = [
         "feed",
@@ -294,9 +285,13 @@ fn feed_prints_the_log(s: &Soak, log: &[Value]) {
         "--product",
         PRODUCT,
         "--since",
-        "0",
+        since,
     ];
-    let r = s.w.landing(&args, &[("LANDING_LOG_LEVEL", "warn")]);
+    s.w.landing(&args, &[("LANDING_LOG_LEVEL", "warn")])
+}
+
+fn feed_prints_the_log(s: &Soak, log: &[Value]) {
+    let r = feed_since(s, "0");
     let printed: Result<Vec<Value>, _> = r.stdout.lines().map(serde_json::from_str).collect();
     let mut want = log.to_vec();
     want.push(serde_json::json!({ "cursor": log.len() }));

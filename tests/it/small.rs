@@ -141,6 +141,24 @@ fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server
         .filter(|s| !s.key.contains("/probe-"))
         .count();
     assert_eq!(staged, 1, "one PutObject stages the output");
+    // Before its first publish the process probed that a second create is refused:
+    // a scratch key created, created again with If-None-Match (the server's 412),
+    // read back and removed.
+    let probe: Vec<(Op, Option<u16>)> = seen
+        .iter()
+        .filter(|s| s.key.contains("/probe-create/"))
+        .map(|s| (s.op, s.status))
+        .collect();
+    assert_eq!(
+        probe,
+        [
+            (Op::PutObject, Some(200)),
+            (Op::PutObject, Some(412)),
+            (Op::GetObject, Some(200)),
+            (Op::DeleteObject, Some(204)),
+        ],
+        "the create probe"
+    );
 
     w.put_input("day.jsonl", &generated(100, 2));
     let second = w.run_env(&input, &[], &via);

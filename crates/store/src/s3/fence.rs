@@ -1,5 +1,6 @@
-//! Is a promotion fenced on this store? Probed once per store value on scratch keys,
-//! and kept in it: the verdict belongs to this endpoint and bucket, not to a name.
+//! Is a promotion fenced on this store, and does it refuse a second create? Probed
+//! once per store value on scratch keys before the first promotion, and kept in it:
+//! the verdicts belong to this endpoint and bucket, not to a name.
 
 use bytes::Bytes;
 
@@ -12,6 +13,11 @@ impl S3Store {
     /// (concurrent callers wait for that one probe); a failed probe is tried again by
     /// the next call.
     pub(super) async fn fence(&self, dest_key: &str, run_id: &str) -> Result<Fence> {
+        let probe_create = || async {
+            let scratch = self.staging_key(dest_key, run_id, Some("probe-create"));
+            self.probe_create(&scratch).await
+        };
+        self.creates_exclusive.get_or_try_init(probe_create).await?;
         let verdict = match self.cfg.conditional_copy {
             ConditionalCopy::Off => CopyFence::Off,
             ConditionalCopy::Auto | ConditionalCopy::On => {
@@ -30,6 +36,41 @@ impl S3Store {
             )));
         }
         Ok(Fence::new(verdict))
+    }
+
+    /// Does this store refuse a second create of a key (`If-None-Match: *`)? Leases,
+    /// checkpoints and the commit log's numbers rest on it: a store that ignored the
+    /// header would let two runs hold one lease or take one entry number, so it is
+    /// refused here, before the first publish, rather than trusted. On a scratch key.
+    async fn probe_create(&self, key: &str) -> Result<()> {
+        let first = Bytes::from_static(b"landing probe: the first create");
+        let result = async {
+            self.put_small_object(key, first.clone(), &Condition::None)
+                .await?;
+            let second = Bytes::from_static(b"landing probe: a second create of the same key");
+            match self
+                .put_small_object(key, second, &Condition::IfAbsent)
+                .await
+            {
+                Err(Error::Precondition { .. }) => {}
+                Ok(_) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            let kept = self.get_small_object(key).await?;
+            Ok(kept.is_some_and(|k| k.bytes == first))
+        }
+        .await;
+        if let Err(e) = self.delete_object(key).await {
+            tracing::warn!(error = %e, "could not remove a probe scratch object");
+        }
+        if result? {
+            tracing::info!(bucket = %self.bucket, "probed conditional creates: a second create is refused");
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "s3://{}: a second create of one key with If-None-Match: * was not refused; leases, checkpoints and the commit log rely on it, so landing cannot run against this store",
+            self.bucket
+        )))
     }
 
     /// Does this store honour a copy's destination condition, and safely? Runs on

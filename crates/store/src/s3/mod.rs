@@ -119,6 +119,8 @@ pub struct S3Store {
     gate: Gate,
     /// The copy-fence probe's verdict for this store, once probed (see `fence.rs`).
     fence_verdict: Arc<OnceCell<CopyFence>>,
+    /// Set once this store was seen to refuse a second create (see `fence.rs`).
+    creates_exclusive: Arc<OnceCell<()>>,
 }
 
 impl fmt::Debug for S3Store {
@@ -129,6 +131,7 @@ impl fmt::Debug for S3Store {
             .field("cfg", &self.cfg)
             .field("part_checksums", &self.part_checksums)
             .field("fence_verdict", &self.fence_verdict.get())
+            .field("creates_exclusive", &self.creates_exclusive.get().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -196,6 +199,7 @@ impl S3Store {
             part_checksums,
             gate: Gate::default(),
             fence_verdict: Arc::default(),
+            creates_exclusive: Arc::default(),
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use super::Finding;
+use super::finding::Finding;
 use crate::checkpoint::Current;
 use crate::contract::Contract;
 use crate::error::Result;

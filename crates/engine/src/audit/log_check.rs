@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::verify::Finding;
+use super::finding::Finding;
 use crate::checkpoint::{Checkpoint, PublishedVersion};
 use crate::commit_log::{self, Entry, LogKeys};
 use crate::error::{Error, Result};

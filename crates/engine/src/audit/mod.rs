@@ -98,10 +98,12 @@ async fn open_lake(cfg: &AuditConfig) -> Result<Arc<dyn Lake>> {
 
 mod deep;
 mod feed;
+mod finding;
 mod log_check;
 mod status;
 mod verify;
 
 pub use feed::{feed, FeedRequest};
+pub use finding::Finding;
 pub use status::{status, LeaseRow, StatusRow};
-pub use verify::{verify, Finding, DEEP_READS};
+pub use verify::{verify, DEEP_READS};

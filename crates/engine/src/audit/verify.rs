@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::deep::deep_findings;
+use super::finding::Finding;
 use super::log_check::log_findings;
 use super::{checkpointed, in_order, open_lake, AUDIT_CONCURRENCY};
 use crate::checkpoint::{self, Current, Drift};
@@ -18,24 +18,6 @@ use crate::hook::Hooks;
 use crate::layout::{Folders, Layout};
 use crate::pipeline::Budget;
 use crate::store::{Lake, Store};
-
-/// One drift of `verify`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub input_name: String,
-    pub finding: &'static str,
-    pub detail: String,
-}
-
-impl Finding {
-    pub(super) fn new(input: &str, finding: &'static str, detail: impl Into<String>) -> Self {
-        Finding {
-            input_name: input.to_owned(),
-            finding,
-            detail: detail.into(),
-        }
-    }
-}
 
 /// The shallow checks: the published object exists with the recorded size and
 /// ETag or file identity.

@@ -605,14 +605,42 @@ fn paused_with_bars(screen: &[String]) -> bool {
 fn without_run_ids(stdout: &str) -> Vec<String> {
     stdout
         .lines()
-        .map(|l| match l.split_once("\"run_id\":\"") {
-            Some((head, tail)) => {
-                let (_, rest) = tail.split_once('"').expect("a run id ends");
-                format!("{head}\"run_id\":\"RUN\"{rest}")
+        .map(|l| {
+            let l = match l.split_once("\"run_id\":\"") {
+                Some((head, tail)) => {
+                    let (_, rest) = tail.split_once('"').expect("a run id ends");
+                    format!("{head}\"run_id\":\"RUN\"{rest}")
+                }
+                None => l.to_owned(),
+            };
+            // The commit log numbers publishes in the order the jobs finish them,
+            // which two runs of one inbox need not share (`log_sequences` checks them).
+            match l.split_once("\"log_sequence\":") {
+                Some((head, tail)) => {
+                    let rest = tail.trim_start_matches(|c: char| c.is_ascii_digit());
+                    format!("{head}\"log_sequence\":SEQ{rest}")
+                }
+                None => l,
             }
-            None => l.to_owned(),
         })
         .collect()
+}
+
+/// The commit log numbers a run's published inputs name, in order: 1 to N for an
+/// inbox landed into a fresh lake, each once.
+fn log_sequences(stdout: &str) -> Vec<u64> {
+    let mut seqs: Vec<u64> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["action"] == "published")
+        .map(|v| {
+            v["log_sequence"]
+                .as_u64()
+                .expect("a publish names its entry")
+        })
+        .collect();
+    seqs.sort_unstable();
+    seqs
 }
 
 /// The acceptance run of the issue: `--jobs 2` over six inputs in a 150×30 pane.
@@ -655,8 +683,8 @@ fn an_inbox_run_at_150_columns() {
     );
 
     // Stdout is unchanged by the terminal: the same run without one (same paths: the
-    // first lake moved aside) prints the same bytes but for run ids and the order
-    // in which the two jobs finished.
+    // first lake moved aside) prints the same bytes but for run ids, the order in
+    // which the two jobs finished and so the log numbers of their publishes.
     std::fs::rename(
         inbox.dir.path().join("lake"),
         inbox.dir.path().join("lake-tty"),
@@ -676,10 +704,11 @@ fn an_inbox_run_at_150_columns() {
         !is_bar(&plain_err) && !plain_err.contains("totals  "),
         "{plain_err}"
     );
-    let (mut tty, mut piped) = (
-        without_run_ids(&fin.stdout),
-        without_run_ids(&String::from_utf8_lossy(&plain.stdout)),
-    );
+    let plain_out = String::from_utf8_lossy(&plain.stdout);
+    let all: Vec<u64> = (1..=names.len() as u64).collect();
+    assert_eq!(log_sequences(&fin.stdout), all, "entries of the tty run");
+    assert_eq!(log_sequences(&plain_out), all, "entries of the piped run");
+    let (mut tty, mut piped) = (without_run_ids(&fin.stdout), without_run_ids(&plain_out));
     assert_eq!(tty.pop(), piped.pop(), "the totals line");
     tty.sort();
     piped.sort();

@@ -61,6 +61,11 @@ resource "aws_iam_role" "job" {
 #                                checkpoint.rs, copy.rs verify); verify --deep reads
 #                                (audit.rs). No delete: nothing in the job removes a
 #                                published object.
+#   CommitLogCreateOnly          raw/<product>/_landing_log/: an entry or snapshot
+#                                (*.json) is only ever created, with If-None-Match: *
+#                                (commit_log.rs append, snapshot); a PutObject without
+#                                that header would overwrite one, and is denied. The
+#                                hint `_last` is rewritten with If-Match.
 #   QuarantineWriteReadDelete    quarantine/: as raw/ for the rejects, plus the delete
 #                                of the previous quarantine when a republish has no
 #                                rejects (pipeline/mod.rs cleanup).

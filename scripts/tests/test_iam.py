@@ -73,10 +73,13 @@ class PolicyTest(unittest.TestCase):
             "a wildcard in an action": dict(listing, Action=["s3:ListBucket", "s3:Get*"]),
             "every resource": dict(listing, Resource="*"),
             "every resource, listed": dict(listing, Resource=["arn:aws:s3:::b", "*"]),
-            "a Deny": dict(listing, Effect="Deny"),
+            "an unconditional Deny": {"Sid": "D", "Effect": "Deny", "Action": ["s3:PutObject"],
+                                      "Resource": ["arn:aws:s3:::b/lake/raw/x"]},
         }
         for what, statement in cases.items():
             self.assertTrue(policies.grant_problems("p", {"Statement": [statement]}, ("lake/",)), what)
+        guard = dict(cases["an unconditional Deny"], Condition={"Null": {"s3:if-none-match": "true"}})
+        self.assertEqual(policies.grant_problems("p", {"Statement": [guard]}, ("lake/",)), [])
 
     def test_iam_globs(self):
         lake = "arn:aws:s3:::b/lake/raw/"
@@ -155,6 +158,8 @@ class PolicyTest(unittest.TestCase):
         doc = json.loads(policies.render((ROOT / "terraform" / "policies" / "job.json").read_text(), vals))
         zones = {}
         for s in doc["Statement"]:
+            if s["Effect"] != "Allow":
+                continue
             for r in s["Resource"]:
                 if r.startswith("arn:aws:s3:::lake-b/lake/"):
                     zones[r.removeprefix("arn:aws:s3:::lake-b/lake/")] = sorted(s["Action"])
@@ -171,6 +176,33 @@ class PolicyTest(unittest.TestCase):
         iam_tf = (ROOT / "terraform" / "iam.tf").read_text()
         for s in doc["Statement"]:
             self.assertIn(f"#   {s['Sid']} ", iam_tf, f"terraform/iam.tf says which code path uses {s['Sid']}")
+
+    def test_the_job_cannot_overwrite_a_commit_log_entry(self):
+        """A PutObject without If-None-Match on an entry or snapshot is denied (AWS
+        evaluates s3:if-none-match; moto cannot, so the scenario runs without it);
+        data files and the log's hint stay writable."""
+        vals = policies.policy_values("in", "lake-b", "lake", "progress")
+        doc = json.loads(policies.render((ROOT / "terraform" / "policies" / "job.json").read_text(), vals))
+        denies = [s for s in doc["Statement"] if s["Effect"] == "Deny"]
+        self.assertEqual(denies, [{
+            "Sid": "CommitLogCreateOnly",
+            "Effect": "Deny",
+            "Action": ["s3:PutObject"],
+            "Resource": ["arn:aws:s3:::lake-b/lake/raw/*/_landing_log/*.json"],
+            "Condition": {"Null": {"s3:if-none-match": "true"}},
+        }])
+        pattern = denies[0]["Resource"][0].removeprefix("arn:aws:s3:::")
+        for key, covered in [
+            ("lake-b/lake/raw/progress/_landing_log/00000000000000000001.json", True),
+            ("lake-b/lake/raw/enrollment/_landing_log/_snapshots/00000000000000001000.json", True),
+            ("lake-b/lake/raw/progress/_landing_log/_last", False),
+            ("lake-b/lake/raw/progress/progress-2026-03-02.jsonl", False),
+            ("lake-b/lake/raw/progress/day.json", False),
+        ]:
+            self.assertEqual(policies.glob_matches(pattern, key), covered, key)
+        stripped, dropped = policies.moto_evaluable(json.dumps(doc))
+        self.assertEqual(dropped, ["CommitLogCreateOnly"])
+        self.assertEqual(len(json.loads(stripped)["Statement"]), len(doc["Statement"]) - 1)
 
     def test_every_workload_runs_as_the_trusted_service_account(self):
         trust = json.loads(policies.render((ROOT / "terraform" / "policies" / "job-trust.json").read_text(),

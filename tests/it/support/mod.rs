@@ -1,10 +1,12 @@
 //! What the test modules share: the backends a body runs on ([`Backend`], [`matrix!`]),
 //! the S3 test servers (`servers`), one test's world of inbox, lake and runs of the
 //! binary (`world`), runs stopped at a pause point or frozen, and signals to them
-//! (`paused`), the fault-injecting proxy (`proxy`), a real Prometheus Pushgateway
+//! (`paused`), the check of every run against the commit log (`logged`), the
+//! fault-injecting proxy (`proxy`), a real Prometheus Pushgateway
 //! with its scrape parsed (`pushgateway`), and the reference model that gives every
 //! expected byte (`model`).
 
+pub mod logged;
 pub mod model;
 pub mod paused;
 pub mod proxy;

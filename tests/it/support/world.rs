@@ -35,6 +35,8 @@ pub struct World {
     s3: Option<S3Lake>,
     /// Extra environment for every run (e.g. part size).
     pub env: Vec<(String, String)>,
+    /// The commit log numbers this world's publishes took (`super::logged`).
+    taken: super::logged::Taken,
 }
 
 /// What one run of the binary did.
@@ -100,6 +102,7 @@ impl World {
             tmp,
             s3,
             env: Vec::new(),
+            taken: Default::default(),
         }
     }
 
@@ -145,13 +148,22 @@ impl World {
         }
     }
 
-    /// Run the binary with `args` and this world's environment.
+    /// Run the binary with `args` and this world's environment. A run on this
+    /// world's lake is checked against its commit log (`super::logged`).
     pub fn landing(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
-        Run::from_output(
+        let run = Run::from_output(
             self.command(args, extra_env)
                 .output()
                 .expect("spawn landing"),
-        )
+        );
+        let lake = args
+            .iter()
+            .position(|a| *a == "--lake")
+            .map(|i| args.get(i + 1));
+        if lake == Some(Some(&self.lake_arg().as_str())) {
+            super::logged::check_summaries(self, &self.taken, &run.stdout);
+        }
+        run
     }
 
     /// The binary as a `Command` with a clean environment plus this world's.

@@ -532,7 +532,7 @@ fn check_final(fin: &Finished, names: &[String], json_logs: bool) {
     assert_eq!(totals_lines.len(), 1, "{all}");
     assert!(
         totals_lines[0].starts_with(&format!(
-            "totals  {n} inputs: {n} published, 0 skipped, 0 refused, 0 busy, 0 failed  {} rows published  ",
+            "totals  {n} inputs: {n} published, 0 failed  {} rows published  ",
             thousands(rows)
         )),
         "{:?}",
@@ -906,7 +906,7 @@ fn quiet_shows_only_the_totals_at_a_terminal() {
         .collect();
     assert_eq!(shown.len(), 1, "only the totals:\n{all}");
     assert!(
-        shown[0].starts_with("totals  3 inputs: 3 published, 0 skipped"),
+        shown[0].starts_with("totals  3 inputs: 3 published, 0 failed  "),
         "{all}"
     );
     // stdout is unchanged: a line per input and the totals.

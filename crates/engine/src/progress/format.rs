@@ -306,20 +306,35 @@ pub fn result_line(
     line
 }
 
-/// The run's totals, on a terminal: `totals  6 inputs: 5 published, 1 skipped, …`.
+/// The widest the totals line gets: a person's terminal is often 100 columns wide.
+pub const TOTALS_COLS: usize = 100;
+
+/// The inbox's last line for a person: the inputs, each count that is not zero
+/// (`published` and `failed` always), the rows published, the time and the rate.
+/// Past [`TOTALS_COLS`], "rows published" says only "rows", then the rate goes: the
+/// counts are what a person reads it for.
 pub fn totals_line(inputs: u64, counts: &[(&str, u64)], rows: u64, took: Duration) -> String {
-    let mut line = format!("totals  {inputs} inputs:");
-    for (i, (what, n)) in counts.iter().enumerate() {
+    let mut head = format!("totals  {} inputs:", thousands(inputs));
+    let shown = counts
+        .iter()
+        .filter(|(what, n)| *n > 0 || matches!(*what, "published" | "failed"));
+    for (i, (what, n)) in shown.enumerate() {
         let sep = if i == 0 { " " } else { ", " };
-        let _ = write!(line, "{sep}{n} {what}");
+        let _ = write!(head, "{sep}{} {what}", thousands(*n));
     }
     let per_sec = inputs as f64 / took.as_secs_f64().max(1e-3);
-    let _ = write!(
-        line,
-        "  {} rows published  {}  {}",
+    let (rows, took, rate) = (
         thousands(rows),
         duration(took),
-        count_rate(per_sec, "inputs")
+        count_rate(per_sec, "inputs"),
     );
-    line
+    let full = format!("{head}  {rows} rows published  {took}  {rate}");
+    if cols(&full) <= TOTALS_COLS {
+        return full;
+    }
+    let short = format!("{head}  {rows} rows  {took}  {rate}");
+    if cols(&short) <= TOTALS_COLS {
+        return short;
+    }
+    format!("{head}  {rows} rows  {took}")
 }

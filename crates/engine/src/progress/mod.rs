@@ -827,4 +827,38 @@ mod tests {
             "totals  6 inputs: 5 published, 1 skipped, 0 failed  594,136 rows published  3.0 s  2.0 inputs/s"
         );
     }
+
+    #[test]
+    fn the_totals_leave_out_zero_counts_and_fit_100_columns() {
+        let five = |p, s, r, b, f| {
+            [
+                ("published", p),
+                ("skipped", s),
+                ("refused", r),
+                ("busy", b),
+                ("failed", f),
+            ]
+        };
+        // A quiet night: the zeros but failed left out.
+        assert_eq!(
+            totals_line(6, &five(6, 0, 0, 0, 0), 594_136, Duration::from_secs(3)),
+            "totals  6 inputs: 6 published, 0 failed  594,136 rows published  3.0 s  2.0 inputs/s"
+        );
+        // Past 100 columns "rows published" says "rows"; past it still, no rate.
+        assert_eq!(
+            totals_line(1_000, &five(990, 5, 2, 1, 2), 5_000_000, Duration::from_secs(725)),
+            "totals  1,000 inputs: 990 published, 5 skipped, 2 refused, 1 busy, 2 failed  5,000,000 rows  12m 05s"
+        );
+        assert_eq!(
+            totals_line(1_000, &five(996, 0, 2, 0, 2), 5_000_000, Duration::from_secs(725)),
+            "totals  1,000 inputs: 996 published, 2 refused, 2 failed  5,000,000 rows  12m 05s  1.4 inputs/s"
+        );
+        let line = totals_line(
+            1_000,
+            &five(990, 5, 2, 1, 2),
+            5_000_000,
+            Duration::from_secs(725),
+        );
+        assert!(cols(&line) <= 100, "{} columns: {line}", cols(&line));
+    }
 }

@@ -86,7 +86,7 @@ fn drill_passes_and_cleans_up(kind: Kind) {
     if let Some(proxy) = proxy {
         // create-if-absent twice and If-Match with a wrong ETag: the store said 412.
         let refused = proxy
-            .seen()
+            .settled()
             .iter()
             .filter(|s| s.op == Op::PutObject && s.status == Some(412))
             .count();

@@ -493,7 +493,7 @@ fn proxy_forwards_faithfully(server: Server) {
     assert_eq!(p.count(Op::CreateMultipartUpload), 1, "{ctx}");
     assert_eq!(p.count(Op::CompleteMultipartUpload), 1, "{ctx}");
     assert_eq!(p.count(Op::CopyObject), 1, "{ctx}");
-    let seen = p.seen();
+    let seen = p.settled();
     assert!(
         seen.iter().all(|s| s.status.is_some_and(|c| c < 500)),
         "every request answered, none failed by the server\n{ctx}"
@@ -1210,10 +1210,12 @@ fn proxy_relays_chunked_and_length_framing_byte_for_byte() {
     assert_eq!(read_exactly(resp1.len()), resp1);
     client.write_all(&req2).unwrap();
     assert_eq!(read_exactly(resp2.len()), resp2);
+    // Both handles of the connection, so the proxy sees it end.
     drop(client);
+    drop(reader);
     let got = server.join().expect("upstream thread");
     assert_eq!(got, vec![req1, req2], "the upstream received other bytes");
-    let seen = proxy.seen();
+    let seen = proxy.settled();
     assert_eq!(seen.len(), 2, "{}", proxy.report());
     assert_eq!(seen[0].framing, "chunked");
     assert_eq!(seen[1].framing, "length 4");

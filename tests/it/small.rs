@@ -122,7 +122,7 @@ fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server
     let mut from = 0;
     // The requests since the last call.
     let mut since = || {
-        let seen = proxy.seen();
+        let seen = proxy.settled();
         let new = seen[from..].to_vec();
         from = seen.len();
         new
@@ -222,7 +222,7 @@ fn an_inbox_first_landing_sends_eleven_requests_per_input(server: Server) {
     let r = parse_inbox(w.landing(&["run", "--inbox", &inbox, "--lake", &lake], &via));
     assert_eq!(r.run.code, Some(0), "{}", r.ctx());
     assert_eq!(r.totals["totals"]["published"], N, "{}", r.ctx());
-    let seen = proxy.seen();
+    let seen = proxy.settled();
     let expected: BTreeMap<String, usize> = [
         ("GetObject checkpoints", 1),
         ("PutObject locks", 2),

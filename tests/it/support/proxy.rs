@@ -536,6 +536,14 @@ impl Proxy {
         lock(&self.state.seen).clone()
     }
 
+    /// [`Proxy::seen`] once every client has hung up ([`Proxy::wait_idle`]): an answer
+    /// is marked after its last byte went out, so a client that read it may look
+    /// before the proxy has.
+    pub fn settled(&self) -> Vec<Seen> {
+        self.wait_idle(Duration::from_secs(120));
+        self.seen()
+    }
+
     /// How many requests were this operation, leaving out the job's probe of copy
     /// conditions (scratch keys `…/probe-source/…`, `…/probe-target/…` in its
     /// staging), which is not a contract step.
@@ -641,6 +649,9 @@ fn accept_loop(listener: TcpListener, upstream: String, state: Arc<State>) {
             return;
         }
         let Ok(client) = conn else { continue };
+        // An answer goes out as a head and a body, two writes: with Nagle's algorithm
+        // the body waits for the client's delayed ACK of the head (40 ms on Linux).
+        let _ = client.set_nodelay(true);
         let id = state.next_client.fetch_add(1, Ordering::Relaxed);
         // A connection the registry cannot hold is refused: it could neither be ended
         // when the proxy is dropped nor be waited for by `wait_idle`.

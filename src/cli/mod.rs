@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use args::{AuditArgs, CommonArgs, ContractArgs, DrillArgs, LogFormat, RunArgs};
 
+use landing_engine::commit_log::Appender;
 use landing_engine::config::{Config, RunPlan};
 use landing_engine::hook::Hooks;
 use landing_engine::lease::Sightings;
@@ -338,6 +339,7 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Res
                     let handles = Handles {
                         shutdown,
                         seen: &Sightings::default(),
+                        log: &Appender::default(),
                         terminal,
                     };
                     run_single(cfg, &args.hooks(), handles, &recorder).await

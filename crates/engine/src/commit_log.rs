@@ -20,7 +20,7 @@
 //!   the nearest snapshot on, not from entry 1. Best effort: a missing snapshot costs
 //!   a reader more reads, never a wrong answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -111,12 +111,55 @@ pub struct Snapshot {
     pub files: Vec<Entry>,
 }
 
+/// A hint moved every this many numbers (and on a process's first append, and after
+/// a race): a process that appends many entries writes one PUT per entry, and a
+/// stale hint costs a newcomer a few HEADs of a gallop, never a wrong number.
+pub const HINT_EVERY: u64 = 16;
+
+/// What one process knows of the end of each product's log, shared by its runs (an
+/// inbox lands many inputs at once). They append one at a time, each trying the
+/// number after the last one the process created: runs of one inbox racing each
+/// other for a number cost each loser a 412, a read of the winner's entry and a
+/// gallop. Other processes (shards, an overlapping run) still race, and a 412 moves
+/// on as before.
+#[derive(Debug, Default)]
+pub struct Appender(tokio::sync::Mutex<HashMap<String, Known>>);
+
+/// The end of one log as this process left it.
+#[derive(Debug, Clone)]
+struct Known {
+    /// The number this process last created.
+    last: u64,
+    /// The last number it wrote to the hint, and the hint's version then (`None`:
+    /// unknown, read it before the next conditional write).
+    hinted: u64,
+    hint_version: Option<String>,
+}
+
 /// Create the next entry of the log: `entry` with its number set. Returns it.
-pub async fn append(store: &dyn Store, keys: &LogKeys, mut entry: Entry) -> Result<u64> {
-    // The number after the hint's, tried at once: the create itself checks that it
-    // is free, and a 412 gallops to the end. A publish costs a GET, a HEAD and two PUTs.
-    let (hinted, hint_version) = checked_hint(store, keys).await?;
-    let mut next = hinted + 1;
+pub async fn append(
+    store: &dyn Store,
+    keys: &LogKeys,
+    mut entry: Entry,
+    appender: &Appender,
+) -> Result<u64> {
+    let mut ends = appender.0.lock().await;
+    // The number after the last known one, tried at once: the create itself checks
+    // that it is free, and a 412 gallops to the end. A process's first publish also
+    // reads the hint (a GET and a HEAD); later ones send one PUT.
+    let mut now = match ends.get(&keys.folder) {
+        Some(known) => known.clone(),
+        None => {
+            let (hinted, hint_version) = checked_hint(store, keys).await?;
+            Known {
+                last: hinted,
+                hinted: 0,
+                hint_version,
+            }
+        }
+    };
+    let first_try = now.last + 1;
+    let mut next = first_try;
     loop {
         entry.sequence = next;
         let key = keys.entry(next);
@@ -138,22 +181,53 @@ pub async fn append(store: &dyn Store, keys: &LogKeys, mut entry: Entry) -> Resu
             Err(e) => return Err(e),
         }
     }
-    // Conditional on the hint as read: a writer that moved it since knows a number
-    // at least as recent, and a create never leaves a temp file behind on a local lake.
-    let hint = Bytes::from(format!("{next}\n"));
-    let cond = hint_version.map_or(Condition::IfAbsent, Condition::IfMatch);
-    match store.put_small(&keys.last, hint, cond).await {
-        Ok(_) | Err(Error::Precondition { .. }) => {}
-        Err(e) => {
-            warn!(error = %e, "could not update the log's hint; readers find the end without it")
-        }
+    now.last = next;
+    if now.hinted == 0 || next != first_try || next >= now.hinted + HINT_EVERY {
+        now.hint_version = move_hint(store, keys, next, now.hint_version).await;
+        now.hinted = next;
     }
+    ends.insert(keys.folder.clone(), now);
+    drop(ends);
     if next % SNAPSHOT_EVERY == 0 {
         if let Err(e) = snapshot(store, keys, next).await {
             warn!(error = %e, sequence = next, "could not write the log's snapshot; readers read the entries instead");
         }
     }
     Ok(next)
+}
+
+/// Point the hint at `number`, conditional on the hint's version as this process
+/// last knew it (read now if unknown; read again once if another writer moved it,
+/// left alone if that writer's number is as recent): a create never leaves a temp
+/// file behind on a local lake. Returns the hint's version as this process leaves
+/// it, `None` if unknown.
+async fn move_hint(
+    store: &dyn Store,
+    keys: &LogKeys,
+    number: u64,
+    mut version: Option<String>,
+) -> Option<String> {
+    for _ in 0..2 {
+        let cond = version.map_or(Condition::IfAbsent, Condition::IfMatch);
+        let hint = Bytes::from(format!("{number}\n"));
+        match store.put_small(&keys.last, hint, cond).await {
+            Ok(v) => return Some(v),
+            Err(Error::Precondition { .. }) => {}
+            Err(e) => {
+                warn!(error = %e, "could not update the log's hint; readers find the end without it");
+                return None;
+            }
+        }
+        let read = store.get_small(&keys.last).await.ok().flatten()?;
+        let theirs = std::str::from_utf8(&read.bytes)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        if theirs.is_some_and(|h| h >= number) {
+            return Some(read.version);
+        }
+        version = Some(read.version);
+    }
+    None
 }
 
 /// Was entry `sequence` written by run `run_id`? A 412 on a create can be our own
@@ -385,6 +459,7 @@ fn corrupt(store: &dyn Store, key: &str, reason: String) -> Error {
 mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
+    use std::sync::Arc;
 
     fn entry(key: &str, run_id: &str) -> Entry {
         Entry {
@@ -423,9 +498,14 @@ mod tests {
         let keys = LogKeys::of("p");
         assert_eq!(end(&store, &keys).await.unwrap(), 0);
         for (i, run) in ["r1", "r2", "r3"].into_iter().enumerate() {
-            let n = append(&store, &keys, entry("raw/p/a.jsonl", run))
-                .await
-                .unwrap();
+            let n = append(
+                &store,
+                &keys,
+                entry("raw/p/a.jsonl", run),
+                &Appender::default(),
+            )
+            .await
+            .unwrap();
             assert_eq!(n, i as u64 + 1);
         }
         let hint = store.get_small(&keys.last).await.unwrap().unwrap();
@@ -441,6 +521,60 @@ mod tests {
         assert!(read_since(&store, &keys, 99).await.unwrap().is_empty());
     }
 
+    /// One process's appends take 1, 2, 3, … in turn even when its runs append at
+    /// once, and move the hint on the first append and every HINT_EVERY numbers.
+    #[tokio::test]
+    async fn one_process_appends_in_turn_and_hints_now_and_then() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        let appender = Arc::new(Appender::default());
+        let mut runs = tokio::task::JoinSet::new();
+        for n in 1..=40 {
+            let (store, keys, appender) = (store.clone(), keys.clone(), appender.clone());
+            runs.spawn(async move {
+                let e = entry("raw/p/a.jsonl", &format!("r{n}"));
+                append(&store, &keys, e, &appender).await.unwrap()
+            });
+        }
+        let mut taken = Vec::new();
+        while let Some(n) = runs.join_next().await {
+            taken.push(n.unwrap());
+        }
+        taken.sort_unstable();
+        assert_eq!(taken, (1..=40).collect::<Vec<u64>>());
+        let hint = store.get_small(&keys.last).await.unwrap().unwrap();
+        assert_eq!(&hint.bytes[..], b"33\n", "hinted at 1, 17 and 33");
+        assert_eq!(end(&store, &keys).await.unwrap(), 40);
+    }
+
+    /// A process whose known end is stale (another process appended since) loses the
+    /// number it tries, takes the next free one, and moves the hint to it.
+    #[tokio::test]
+    async fn a_stale_known_end_moves_on_to_the_free_number() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        let ours = Appender::default();
+        let n = append(&store, &keys, entry("raw/p/a.jsonl", "a1"), &ours).await;
+        assert_eq!(n.unwrap(), 1);
+        let other = Appender::default();
+        for run in ["b1", "b2"] {
+            append(&store, &keys, entry("raw/p/b.jsonl", run), &other)
+                .await
+                .unwrap();
+        }
+        let n = append(&store, &keys, entry("raw/p/a.jsonl", "a2"), &ours).await;
+        assert_eq!(n.unwrap(), 4);
+        let hint = store.get_small(&keys.last).await.unwrap().unwrap();
+        assert_eq!(&hint.bytes[..], b"4\n");
+        let runs: Vec<String> = read_since(&store, &keys, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.run_id)
+            .collect();
+        assert_eq!(runs, ["a1", "b1", "b2", "a2"]);
+    }
+
     /// A stale or missing hint costs a gallop, never a wrong number; a hint naming an
     /// entry that does not exist is not trusted.
     #[tokio::test]
@@ -448,9 +582,14 @@ mod tests {
         let store = MemoryStore::new();
         let keys = LogKeys::of("p");
         for run in 0..37 {
-            append(&store, &keys, entry("raw/p/a.jsonl", &run.to_string()))
-                .await
-                .unwrap();
+            append(
+                &store,
+                &keys,
+                entry("raw/p/a.jsonl", &run.to_string()),
+                &Appender::default(),
+            )
+            .await
+            .unwrap();
         }
         for hint in [
             None,
@@ -472,9 +611,14 @@ mod tests {
             }
             assert_eq!(end(&store, &keys).await.unwrap(), 37, "hint {hint:?}");
         }
-        let n = append(&store, &keys, entry("raw/p/a.jsonl", "late"))
-            .await
-            .unwrap();
+        let n = append(
+            &store,
+            &keys,
+            entry("raw/p/a.jsonl", "late"),
+            &Appender::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(n, 38);
     }
 
@@ -484,9 +628,14 @@ mod tests {
     async fn a_lost_race_takes_the_next_number_and_a_lost_answer_none() {
         let store = MemoryStore::new();
         let keys = LogKeys::of("p");
-        append(&store, &keys, entry("raw/p/a.jsonl", "r1"))
-            .await
-            .unwrap();
+        append(
+            &store,
+            &keys,
+            entry("raw/p/a.jsonl", "r1"),
+            &Appender::default(),
+        )
+        .await
+        .unwrap();
         // Another run created 2 behind a stale hint (it still says 1).
         let mut other = entry("raw/p/b.jsonl", "r2");
         other.sequence = 2;
@@ -499,9 +648,14 @@ mod tests {
             .put_small(&keys.last, Bytes::from("1"), Condition::None)
             .await
             .unwrap();
-        let n = append(&store, &keys, entry("raw/p/a.jsonl", "r3"))
-            .await
-            .unwrap();
+        let n = append(
+            &store,
+            &keys,
+            entry("raw/p/a.jsonl", "r3"),
+            &Appender::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(n, 3);
         // r2's entry, met again by r2's retry, is its own; r3 lost that number.
         assert!(is_ours(&store, &keys, 2, "r2").await.unwrap());
@@ -517,9 +671,14 @@ mod tests {
         let store = MemoryStore::new();
         let keys = LogKeys::of("p");
         for run in ["r1", "r2", "r3"] {
-            append(&store, &keys, entry("raw/p/a.jsonl", run))
-                .await
-                .unwrap();
+            append(
+                &store,
+                &keys,
+                entry("raw/p/a.jsonl", run),
+                &Appender::default(),
+            )
+            .await
+            .unwrap();
         }
         store.delete(&keys.entry(2)).await.unwrap();
         let e = read_since(&store, &keys, 0).await.unwrap_err().to_string();
@@ -560,9 +719,14 @@ mod tests {
         let keys = LogKeys::of("p");
         for n in 1..=SNAPSHOT_EVERY + 2 {
             let key = format!("raw/p/{}.jsonl", n % 3);
-            append(&store, &keys, entry(&key, &format!("r{n}")))
-                .await
-                .unwrap();
+            append(
+                &store,
+                &keys,
+                entry(&key, &format!("r{n}")),
+                &Appender::default(),
+            )
+            .await
+            .unwrap();
         }
         let snap = store
             .get_small(&keys.snapshot(SNAPSHOT_EVERY))

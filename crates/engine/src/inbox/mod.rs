@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tracing::{info, warn};
 
+use crate::commit_log::Appender;
 use crate::compression::published_name;
 use crate::config::InboxConfig;
 use crate::error::{Error, Result};
@@ -154,6 +155,7 @@ struct Shared {
     /// What the inputs' runs saw of leases held by others: an input found busy in
     /// the first pass keeps its first look in the second.
     seen: Sightings,
+    log: Appender,
     progress: InboxProgress,
     finished: AtomicUsize,
     totals: Mutex<Totals>,
@@ -207,6 +209,7 @@ pub async fn run(
         lake,
         inbox,
         seen: Sightings::default(),
+        log: Appender::default(),
         progress: InboxProgress::new(
             &[&inputs[..], &clashing[..]].concat(),
             ic.base.progress,
@@ -371,6 +374,7 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
     let handles = Handles {
         shutdown: &shared.shutdown,
         seen: &shared.seen,
+        log: &shared.log,
         terminal: &shared.progress.terminal,
     };
     land_one(

@@ -12,6 +12,7 @@ use tracing::info;
 
 use super::validator::Counts;
 use crate::checkpoint::Current;
+use crate::commit_log::Appender;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::history::Trace;
@@ -39,6 +40,7 @@ pub(super) struct Ctx<'a> {
     pub(super) layout: Layout,
     pub(super) hooks: Hooks,
     pub(super) terminal: &'a Terminal,
+    pub(super) appender: &'a Appender,
     pub(super) trace: &'a Trace,
     /// Cleared when this run may leave staging of the input behind: a removal of its
     /// own failed, or its sweep left another run's leftovers. Its lease is released

@@ -37,7 +37,7 @@ pub(super) async fn log(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMet
         job_version: crate::JOB_VERSION.to_owned(),
         replaced,
     };
-    commit_log::append(&*ctx.lake, &keys, entry).await
+    commit_log::append(&*ctx.lake, &keys, entry, ctx.appender).await
 }
 
 /// What this publish replaced: the version the run saw when it decided, and the

@@ -51,6 +51,7 @@ pub use validator::Counts;
 pub use whole::Validator;
 
 use crate::checkpoint::Current;
+use crate::commit_log::Appender;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
 use crate::history::Trace;
@@ -73,6 +74,8 @@ pub struct Handles<'a> {
     pub seen: &'a Sightings,
     /// The bars of the terminal, and the lines written above them.
     pub terminal: &'a Terminal,
+    /// The end of each commit log as this process left it: its runs append in turn.
+    pub log: &'a Appender,
 }
 
 /// Stores an inbox run opened once and shares with the runs of its inputs: one SDK
@@ -197,6 +200,7 @@ async fn connect<'a>(
         layout: Layout::new(&cfg.product, &cfg.input_name).published_as(cfg.output_compression),
         hooks,
         terminal: handles.terminal,
+        appender: handles.log,
         trace,
         clean: AtomicBool::new(true),
     })

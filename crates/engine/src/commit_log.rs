@@ -8,7 +8,9 @@
 //!   [`Condition::IfAbsent`] (`If-None-Match: *` on S3, the guarded create locally).
 //!   A writer that loses number N to another run of the product takes N+1. A 412 on
 //!   our own entry, written but its answer lost (the SDK retried), is read back and
-//!   recognised by its run id, never written twice.
+//!   recognised by its run id, never written twice. The runs of one process append
+//!   in turn through its [`Appender`], which remembers the end it left: after the
+//!   first, an append is one PUT.
 //! - **Order**: a run writes its entry after the publish and before the checkpoint.
 //!   A crash between the publish and the entry leaves a version no entry names: the
 //!   checkpoint no longer matches it, so the input's next run publishes again and

@@ -4,7 +4,11 @@
 //! `IN_FLIGHT` files at a time. `scripts/bench --small-files-only` times it beside
 //! `landing run --inbox` on the same inbox in the same run.
 //!
-//! usage: s3_small_floor BUCKET IN_PREFIX OUT_PREFIX IN_FLIGHT
+//! usage: s3_small_floor BUCKET IN_PREFIX OUT_PREFIX IN_FLIGHT [log]
+//!
+//! With `log`, each file's copy is followed by the least a gap-free commit log asks
+//! for: one small PutObject with `If-None-Match: *` of entry N+1 once entry N exists
+//! (`OUT_PREFIX/log/<N>.json`), so the creates of all the files take turns.
 //!
 //! Lists `IN_PREFIX/` (timed: the job lists its inbox too), writes
 //! `OUT_PREFIX/staging/NAME` and `OUT_PREFIX/raw/NAME`, prints
@@ -14,6 +18,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::sync::Mutex;
+
 use aws_sdk_s3::primitives::ByteStream;
 use tokio::task::JoinSet;
 
@@ -22,9 +28,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, bucket, in_prefix, out_prefix, in_flight] = args.as_slice() else {
-        return Err("usage: s3_small_floor BUCKET IN_PREFIX OUT_PREFIX IN_FLIGHT".into());
+    let (bucket, in_prefix, out_prefix, in_flight, log) = match args.as_slice() {
+        [_, b, i, o, n] => (b, i, o, n, false),
+        [_, b, i, o, n, mode] if mode == "log" => (b, i, o, n, true),
+        _ => {
+            return Err("usage: s3_small_floor BUCKET IN_PREFIX OUT_PREFIX IN_FLIGHT [log]".into())
+        }
     };
+    // The log's next number, taken in turn (None: no log).
+    let log = log.then(|| Arc::new(Mutex::new(1u64)));
     let in_flight: usize = in_flight.parse()?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let conf = aws_sdk_s3::config::Builder::from(&sdk)
@@ -47,8 +59,14 @@ async fn main() -> Result<(), BoxError> {
         while tasks.len() >= in_flight {
             bytes += tasks.join_next().await.ok_or("join")???;
         }
-        let (c, b, o, k) = (client.clone(), bucket.clone(), out.clone(), key.clone());
-        tasks.spawn(async move { land(&c, &b, &o, &k).await });
+        let (c, b, o, k, l) = (
+            client.clone(),
+            bucket.clone(),
+            out.clone(),
+            key.clone(),
+            log.clone(),
+        );
+        tasks.spawn(async move { land(&c, &b, &o, &k, l.as_deref()).await });
     }
     while let Some(t) = tasks.join_next().await {
         bytes += t??;
@@ -95,12 +113,14 @@ async fn list(
     Ok(keys)
 }
 
-/// GET `key`, PUT its bytes to `out/staging/NAME`, copy that to `out/raw/NAME`.
+/// GET `key`, PUT its bytes to `out/staging/NAME`, copy that to `out/raw/NAME`;
+/// with a `log`, then create its next entry.
 async fn land(
     client: &aws_sdk_s3::Client,
     bucket: &str,
     out: &str,
     key: &str,
+    log: Option<&Mutex<u64>>,
 ) -> Result<u64, BoxError> {
     let name = key.rsplit('/').next().unwrap_or(key);
     let body = client
@@ -127,5 +147,23 @@ async fn land(
         .copy_source(format!("{bucket}/{staging}"))
         .send()
         .await?;
+    if let Some(next) = log {
+        let mut n = next.lock().await;
+        // About the size of one of the job's entries.
+        let entry = format!(
+            "{{\"sequence\":{},\"key\":\"raw/{name}\",\"pad\":\"{}\"}}\n",
+            *n,
+            "x".repeat(600)
+        );
+        client
+            .put_object()
+            .bucket(bucket)
+            .key(format!("{out}/log/{:020}.json", *n))
+            .if_none_match("*")
+            .body(ByteStream::from(entry.into_bytes()))
+            .send()
+            .await?;
+        *n += 1;
+    }
     Ok(size)
 }

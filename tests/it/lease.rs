@@ -193,7 +193,19 @@ fn overlapping_runs_never_both_work(kind: Kind) {
                 ),
             }
         }
-        assert_eq!(published, 1, "trial {trial}: exactly one run publishes");
+        assert_eq!(
+            published,
+            1,
+            "trial {trial}: exactly one run publishes\n{}",
+            outs.iter()
+                .map(|o| format!(
+                    "--- exit {:?}\n{}{}",
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ))
+                .collect::<String>()
+        );
         clean_end(&w, &format!("trial {trial}"));
     }
     eprintln!("{kind:?}: {overlapped} of {TRIALS} racing trials overlapped (one run answered 75)");

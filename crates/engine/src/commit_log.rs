@@ -463,6 +463,11 @@ mod tests {
     use crate::store::memory::MemoryStore;
     use std::sync::Arc;
 
+    /// Append `e` as a process of its own would (a fresh appender).
+    async fn alone(store: &MemoryStore, keys: &LogKeys, e: Entry) -> u64 {
+        append(store, keys, e, &Appender::default()).await.unwrap()
+    }
+
     fn entry(key: &str, run_id: &str) -> Entry {
         Entry {
             sequence: 0,
@@ -500,14 +505,7 @@ mod tests {
         let keys = LogKeys::of("p");
         assert_eq!(end(&store, &keys).await.unwrap(), 0);
         for (i, run) in ["r1", "r2", "r3"].into_iter().enumerate() {
-            let n = append(
-                &store,
-                &keys,
-                entry("raw/p/a.jsonl", run),
-                &Appender::default(),
-            )
-            .await
-            .unwrap();
+            let n = alone(&store, &keys, entry("raw/p/a.jsonl", run)).await;
             assert_eq!(n, i as u64 + 1);
         }
         let hint = store.get_small(&keys.last).await.unwrap().unwrap();
@@ -584,14 +582,7 @@ mod tests {
         let store = MemoryStore::new();
         let keys = LogKeys::of("p");
         for run in 0..37 {
-            append(
-                &store,
-                &keys,
-                entry("raw/p/a.jsonl", &run.to_string()),
-                &Appender::default(),
-            )
-            .await
-            .unwrap();
+            alone(&store, &keys, entry("raw/p/a.jsonl", &run.to_string())).await;
         }
         for hint in [
             None,
@@ -613,14 +604,7 @@ mod tests {
             }
             assert_eq!(end(&store, &keys).await.unwrap(), 37, "hint {hint:?}");
         }
-        let n = append(
-            &store,
-            &keys,
-            entry("raw/p/a.jsonl", "late"),
-            &Appender::default(),
-        )
-        .await
-        .unwrap();
+        let n = alone(&store, &keys, entry("raw/p/a.jsonl", "late")).await;
         assert_eq!(n, 38);
     }
 
@@ -630,14 +614,7 @@ mod tests {
     async fn a_lost_race_takes_the_next_number_and_a_lost_answer_none() {
         let store = MemoryStore::new();
         let keys = LogKeys::of("p");
-        append(
-            &store,
-            &keys,
-            entry("raw/p/a.jsonl", "r1"),
-            &Appender::default(),
-        )
-        .await
-        .unwrap();
+        alone(&store, &keys, entry("raw/p/a.jsonl", "r1")).await;
         // Another run created 2 behind a stale hint (it still says 1).
         let mut other = entry("raw/p/b.jsonl", "r2");
         other.sequence = 2;
@@ -650,14 +627,7 @@ mod tests {
             .put_small(&keys.last, Bytes::from("1"), Condition::None)
             .await
             .unwrap();
-        let n = append(
-            &store,
-            &keys,
-            entry("raw/p/a.jsonl", "r3"),
-            &Appender::default(),
-        )
-        .await
-        .unwrap();
+        let n = alone(&store, &keys, entry("raw/p/a.jsonl", "r3")).await;
         assert_eq!(n, 3);
         // r2's entry, met again by r2's retry, is its own; r3 lost that number.
         assert!(is_ours(&store, &keys, 2, "r2").await.unwrap());
@@ -673,14 +643,7 @@ mod tests {
         let store = MemoryStore::new();
         let keys = LogKeys::of("p");
         for run in ["r1", "r2", "r3"] {
-            append(
-                &store,
-                &keys,
-                entry("raw/p/a.jsonl", run),
-                &Appender::default(),
-            )
-            .await
-            .unwrap();
+            alone(&store, &keys, entry("raw/p/a.jsonl", run)).await;
         }
         store.delete(&keys.entry(2)).await.unwrap();
         let e = read_since(&store, &keys, 0).await.unwrap_err().to_string();
@@ -721,14 +684,7 @@ mod tests {
         let keys = LogKeys::of("p");
         for n in 1..=SNAPSHOT_EVERY + 2 {
             let key = format!("raw/p/{}.jsonl", n % 3);
-            append(
-                &store,
-                &keys,
-                entry(&key, &format!("r{n}")),
-                &Appender::default(),
-            )
-            .await
-            .unwrap();
+            alone(&store, &keys, entry(&key, &format!("r{n}"))).await;
         }
         let snap = store
             .get_small(&keys.snapshot(SNAPSHOT_EVERY))

@@ -10,7 +10,8 @@
 //! GetObject requests under `/BUCKET/PREFIX/` on stdout and exits with COMMAND's
 //! status (128+N if signal N ended it). With `--by-kind`, it prints every request
 //! COMMAND sent instead, counted by operation, as one JSON object (`{"GetObject":N,
-//! ...}`, operations never sent left out): the requests per input of issue 22.
+//! ...}`, operations never sent left out): the requests per input of an inbox of
+//! small files.
 
 #[allow(dead_code)]
 #[path = "../tests/it/support/proxy.rs"]

@@ -1,4 +1,4 @@
-//! The floor of an inbox of small files on S3 (issue 22): the least work that lands
+//! The floor of an inbox of small files on S3: the least work that lands
 //! each file, with the job's SDK. Per file a GetObject (body kept in memory), a
 //! PutObject of those bytes to a staging key and a CopyObject of it into place;
 //! `IN_FLIGHT` files at a time. `scripts/bench --small-files-only` times it beside

@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     // clap prints usage errors and exits with code 2 itself.
     let cli = Cli::parse();
     // At a terminal with bars, each input's result line says what its INFO lines
-    // would: the default is quieter there (issue 36); elsewhere nothing changes.
+    // would: the default is quieter there; elsewhere nothing changes.
     // The process's one terminal, handed down to everything that draws or writes
     // above the bars.
     let terminal = Terminal::stderr();

@@ -327,7 +327,7 @@ fn an_inbox_run_is_pushed() {
         mark(&s, "landing_last_publish_timestamp_seconds"),
         Some(run_value(&s, "landing_run_end_timestamp_seconds", &[]))
     );
-    // The closing note of issue 19 shows this scrape (--nocapture).
+    // The scrape, for a person to read (--nocapture).
     println!("scrape after an inbox run:\n{}", s.landing_lines());
 }
 

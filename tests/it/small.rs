@@ -1,4 +1,4 @@
-//! Inboxes of small inputs (issue 22): without `--jobs`, the inputs in flight are
+//! Inboxes of small inputs: without `--jobs`, the inputs in flight are
 //! bounded by memory, so many small ones run at once and a large one alone; and what
 //! runs send an S3 store, counted by the proxy: an output within one part is one
 //! PutObject, and the sweep lists staging only when an earlier run of the input may

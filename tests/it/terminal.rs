@@ -1,4 +1,4 @@
-//! What a person sees at a terminal (issue 24): inbox runs of the built binary in a
+//! What a person sees at a terminal: inbox runs of the built binary in a
 //! real terminal, a detached tmux pane of a fixed size with a large scrollback.
 //!
 //! Each run stops at the `mid-stream` pause point of the inputs it starts first: its
@@ -836,7 +836,7 @@ fn default_level_env(dir: &Path) -> Vec<(String, String)> {
 }
 
 /// Six inputs at 100 columns with the default log level: each input's result line
-/// and the totals, and no INFO line repeating them (issue 36); a warning still shows.
+/// and the totals, and no INFO line repeating them; a warning still shows.
 #[test]
 fn the_default_at_a_terminal_says_each_fact_once() {
     let names = [

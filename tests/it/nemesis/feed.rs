@@ -1,4 +1,4 @@
-//! The nemesis's feed reader (issue 53): a downstream job following the commit log
+//! The nemesis's feed reader: a downstream job following the commit log
 //! with `landing feed --since <cursor>` throughout the soak, and the checker's
 //! reading of the whole log at the quiet end. Every expected value comes from the
 //! soak's model: the versions it stored and the model's publish of each.

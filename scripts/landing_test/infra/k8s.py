@@ -63,7 +63,7 @@ def parse_quantity(q: str) -> float:
 def benchmarks() -> dict[str, float]:
     text = (ROOT / "BENCHMARKS.md").read_text()
     peak = re.search(r"\| peak day: ([0-9,]+) events[^|]*\| ([0-9.]+) s", text)
-    # The peak RSS in the same row (round 1) or a row of its own (`peak day: peak RSS`).
+    # The peak RSS: in a row of its own (`peak day: peak RSS`), or in the peak day's row.
     rss = re.search(r"\| peak day:[^|]*\|[^|]*?([0-9.]+) GiB", text)
     s3 = re.search(r"\| SeaweedFS run, ([0-9,]+) lines \| ([0-9.]+) s", text)
     require(peak is not None, "BENCHMARKS.md: no 'peak day: N events … | T s' row")

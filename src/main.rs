@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         // to wind down.
         let shutdown = if cli.stops_cleanly() {
             Shutdown::listen()
-                .map_err(|e| landing_error::Error::store("listen for signals", "landing", e))?
+                .map_err(|e| landing_error::Error::internal("listen for signals", "landing", e))?
         } else {
             Shutdown::default()
         };
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
         }
         Ok(cli::Outcome::Generated) => ExitCode::SUCCESS,
         Ok(cli::Outcome::Exit(code)) => ExitCode::from(code as u8),
-        Ok(cli::Outcome::Drill(report, json)) => {
+        Ok(cli::Outcome::Drill { report, json }) => {
             if json {
                 // A report of strings and bools always serialises.
                 println!(

@@ -12,8 +12,9 @@ use args::{AuditArgs, CommonArgs, ContractArgs, DrillArgs, LogFormat, RunArgs};
 use landing_engine::commit_log::Appender;
 use landing_engine::config::{Config, RunPlan};
 use landing_engine::hook::Hooks;
+use landing_engine::land::Input;
 use landing_engine::lease::Sightings;
-use landing_engine::pipeline::{self, Handles};
+use landing_engine::pipeline::{self, Handles, Opened};
 use landing_engine::progress::Terminal;
 use landing_engine::shutdown::Shutdown;
 use landing_engine::summary::Summary;
@@ -307,7 +308,11 @@ impl Cli {
 pub enum Outcome {
     Summary(Box<Summary>),
     Generated,
-    Drill(Box<landing_engine::drill::Report>, bool),
+    /// A drill's report, printed as JSON (`--json`) or as a table.
+    Drill {
+        report: Box<landing_engine::drill::Report>,
+        json: bool,
+    },
     /// Output already printed (inbox runs, status, verify); exit with this code.
     Exit(i32),
 }
@@ -338,7 +343,7 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Res
                 RunPlan::Single(cfg) => {
                     let handles = Handles {
                         shutdown,
-                        seen: &Sightings::default(),
+                        sightings: &Sightings::default(),
                         log: &Appender::default(),
                         terminal,
                     };
@@ -360,7 +365,10 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Res
         Command::Drill(d) => {
             let cfg = d.config()?;
             let report = landing_engine::drill::drill(&cfg).await?;
-            Ok(Outcome::Drill(Box::new(report), cfg.json))
+            Ok(Outcome::Drill {
+                report: Box::new(report),
+                json: cfg.json,
+            })
         }
         Command::Status(s) => {
             let cfg = s.audit.config()?;
@@ -462,24 +470,16 @@ async fn run_single(
     handles: Handles<'_>,
     recorder: &landing_engine::metrics::Recorder,
 ) -> Result<Outcome> {
-    match landing_engine::inbox::land_one(cfg, hooks, handles, Default::default(), false, None)
-        .await
-    {
-        Some(landed) => {
-            let summary = landed.result.as_ref().ok();
-            recorder.landed(&cfg.input_name, landed.action, summary, &landed.measured);
-            recorder.count(landed.action);
-            Ok(Outcome::Summary(Box::new(landed.result?)))
-        }
-        // Only an input waiting for a --jobs slot is stopped before it starts; a
-        // single run starts at once and reports a signal in its summary.
-        None => Ok(Outcome::Exit(
-            handles
-                .shutdown
-                .signal()
-                .map_or(landing_error::EXIT_FAILURE, |s| s.exit_code()),
-        )),
-    }
+    let input = Input {
+        cfg,
+        hooks,
+        handles,
+        lake: None,
+        opened: Opened::default(),
+        recorder,
+    };
+    let landed = input.land().await;
+    Ok(Outcome::Summary(Box::new(landed.result?)))
 }
 
 /// After a run, with its exit code known: push its metrics when `--pushgateway` is
@@ -497,7 +497,7 @@ async fn push_metrics(
     let exit_code = match outcome {
         Ok(Outcome::Summary(s)) => s.exit_code(),
         Ok(Outcome::Exit(code)) => *code,
-        Ok(Outcome::Generated | Outcome::Drill(..)) => landing_error::EXIT_OK,
+        Ok(Outcome::Generated | Outcome::Drill { .. }) => landing_error::EXIT_OK,
         Err(e) => e.exit_code(),
     };
     let end = landing_engine::metrics::Ending {

@@ -324,7 +324,7 @@ pub async fn decode_with(
     fed?;
     decoder
         .await
-        .map_err(|e| Error::store("join decoder", location, e))?;
+        .map_err(|e| Error::internal("join decoder", location, e))?;
     Ok(broken)
 }
 

@@ -89,7 +89,7 @@ fn generated(size: u64, seed: u64) -> Vec<u8> {
 }
 
 /// A scenario's own lake under the scratch namespace, and its store.
-struct Scratch {
+struct ScenarioLake {
     lake: Location,
     store: Arc<dyn Lake>,
     input_key: String,
@@ -98,7 +98,7 @@ struct Scratch {
     compress: OutputCompression,
 }
 
-impl Scratch {
+impl ScenarioLake {
     fn input_arg(&self) -> String {
         self.lake.join(&self.input_key).to_string()
     }
@@ -179,7 +179,7 @@ impl Child {
     }
 }
 
-async fn child(cfg: &DrillConfig, s: &Scratch, crash_at: Option<&str>) -> Result<Child> {
+async fn child(cfg: &DrillConfig, s: &ScenarioLake, crash_at: Option<&str>) -> Result<Child> {
     let exe =
         std::env::current_exe().map_err(|e| Error::store("find own executable", "landing", e))?;
     let lake = s.lake.to_string();
@@ -248,7 +248,7 @@ impl Known {
 
 async fn crash_scenario(
     cfg: &DrillConfig,
-    s: &Scratch,
+    s: &ScenarioLake,
     point: &str,
     k: &Known,
     inputs: (&[u8], &[u8]),
@@ -300,7 +300,7 @@ async fn crash_scenario(
 
 async fn refusal_and_skip(
     cfg: &DrillConfig,
-    s: &Scratch,
+    s: &ScenarioLake,
     k: &Known,
     inputs: (&[u8], &[u8]),
 ) -> Result<Vec<Row>> {
@@ -382,7 +382,7 @@ fn answer(r: &Result<String>) -> String {
 }
 
 /// The store's promises that leases, checkpoints and promotion rely on.
-async fn store_promises(cfg: &DrillConfig, s: &Scratch, drill_id: &str) -> Result<Vec<Row>> {
+async fn store_promises(cfg: &DrillConfig, s: &ScenarioLake, drill_id: &str) -> Result<Vec<Row>> {
     let store = &*s.store;
     let key = "promises/conditional";
     let body = || Bytes::from_static(b"{}");
@@ -469,10 +469,10 @@ async fn staged_bytes_stay_hidden(
     ))
 }
 
-async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<Scratch> {
+async fn scratch(cfg: &DrillConfig, drill_id: &str, scenario: &str) -> Result<ScenarioLake> {
     let lake = cfg.lake.join(&format!("drills/{drill_id}/{scenario}"));
     let store = crate::store::open(&lake, &cfg.s3).await?;
-    Ok(Scratch {
+    Ok(ScenarioLake {
         lake,
         store,
         input_key: format!("inbox/{NAME}{}", cfg.compress.suffix()),

@@ -7,8 +7,8 @@
 //! (the one error enum and the exit codes), `landing-contract` (the rules of a line,
 //! pure) and `landing-store` (the `Store` trait and its local and S3 backends). The
 //! binary (the root package: its command line, tracing and exit codes) is the only
-//! crate above it. Inside, dependencies point one way: `inbox` → `pipeline` →
-//! `lease`, `checkpoint`, `layout` → the store.
+//! crate above it. Inside, dependencies point one way: `inbox` → `land` → `pipeline`
+//! → `lease`, `checkpoint`, `layout` → the store.
 //!
 //! Module map, in the order a run meets them:
 //!
@@ -33,10 +33,11 @@
 //!   `raw/<product>/_landing_log/`: an entry per publish, numbered without gaps,
 //!   created and never overwritten, written between the publish and the checkpoint;
 //!   the hint of its end, the snapshots, and what `landing feed` reads.
-//! - `identity`: digests of canonical events and the fixed-size dedup index.
+//! - `identity` (from `landing-index`): digests of canonical events and the
+//!   fixed-size dedup index.
 //! - [`budget`]: the memory budget (`--max-memory`, else the cgroup limit), divided
 //!   by `--jobs`, and the dedup index's share of one run's part of it.
-//! - `spill`: when the index reaches its share, sorted runs of digests in
+//! - `spill` (from `landing-index`): when the index reaches its share, sorted runs of digests in
 //!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` checks full
 //!   ids; what the merge kept is written by `pipeline/replay.rs`, a second read of
 //!   the input, or by `pipeline/second_pass.rs`, a filtered copy of the staged
@@ -53,9 +54,12 @@
 //!   inbox run: a bar per input in flight over a footer, a line per finished input,
 //!   the totals), log lines and stdout lines written above them whole; periodic log
 //!   lines without a terminal.
-//! - [`inbox`]: `landing run --inbox`: lists an inbox, skips unchanged inputs
-//!   cheaply, lands the others through `pipeline::run` up to `--jobs` at once,
-//!   prints a line per input and the totals.
+//! - [`land`]: landing one input, the same for `landing run --input` and each input
+//!   of an inbox: the cheap skip or the run through `pipeline::run`, then its run
+//!   record and its metrics.
+//! - [`inbox`]: `landing run --inbox`: lists an inbox, hands each input to `land`
+//!   (its cheap skip, then its full run up to `--jobs` at once), prints a line per
+//!   input and the totals.
 //! - [`shard`]: the `--match` glob and the fixed `--shard I/N` hash of input names.
 //! - `history`: run records under `runs/` and the per-stage timer (`Trace`) each
 //!   input's run is handed and fills.
@@ -79,8 +83,8 @@ pub mod drill;
 pub mod generate;
 mod history;
 pub mod hook;
-mod identity;
 pub mod inbox;
+pub mod land;
 mod layout;
 pub mod lease;
 pub mod metrics;
@@ -88,12 +92,12 @@ pub mod pipeline;
 pub mod progress;
 pub mod shard;
 pub mod shutdown;
-mod spill;
 pub mod summary;
 
 // The layers below, under the names the engine's modules use for them.
 pub(crate) use landing_contract as contract;
 pub(crate) use landing_error as error;
+pub(crate) use landing_index::{identity, spill};
 pub(crate) use landing_store as store;
 
 pub use landing_error::{Error, Result};

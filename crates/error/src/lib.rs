@@ -66,6 +66,16 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// A thread, task or handler of this process failed: a worker that panicked, a
+    /// stage that went away, a signal handler the OS refused. Not the store's.
+    #[error("{what} {location}")]
+    Internal {
+        what: &'static str,
+        location: String,
+        #[source]
+        source: BoxError,
+    },
+
     /// The run failed at a named step; wraps the cause.
     #[error("run of {input} failed at step {step}")]
     Run {
@@ -89,6 +99,18 @@ impl Error {
     ) -> Self {
         Error::Store {
             op,
+            location: location.into(),
+            source: source.into(),
+        }
+    }
+
+    pub fn internal(
+        what: &'static str,
+        location: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Internal {
+            what,
             location: location.into(),
             source: source.into(),
         }
@@ -155,7 +177,14 @@ pub trait StepExt<T> {
 
 impl<T> StepExt<T> for Result<T> {
     fn at(self, step: Step, input: &str) -> Result<T> {
-        self.map_err(|e| match e {
+        self.map_err(|e| e.at(step, input))
+    }
+}
+
+impl Error {
+    /// This error as the failure of `input`'s run at `step`.
+    pub fn at(self, step: Step, input: &str) -> Error {
+        match self {
             // Busy and Config are already complete answers; keep them as they are.
             e @ (Error::Busy { .. } | Error::Config(_) | Error::Run { .. }) => e,
             e => Error::Run {
@@ -163,6 +192,6 @@ impl<T> StepExt<T> for Result<T> {
                 step,
                 source: Box::new(e),
             },
-        })
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `verify --deep`: every line of a published object read and checked against the
 //! contract, and its quarantine's record count.
 //!
-//! The read is the landing's own pass (`pipeline::check_published`): both cores,
+//! The read is the landing's own pass (`pipeline::read_published`): both cores,
 //! the dedup index within the memory budget, spilling past its share as a run
 //! does. A published object must come out of it unchanged: every line accepted
 //! and already canonical, no copy of an earlier event, newline-terminated.
@@ -13,7 +13,7 @@ use crate::checkpoint::Current;
 use crate::contract::Contract;
 use crate::error::Result;
 use crate::layout::Layout;
-use crate::pipeline::{check_published, Budget, Published};
+use crate::pipeline::{read_published, Budget, Published};
 use crate::progress::Progress;
 use crate::store::Store;
 use crate::summary::RefusalKind;
@@ -32,7 +32,7 @@ pub(super) async fn deep_findings(
     let raw_location = lake.location(&layout.raw);
     let progress = Progress::logged("verify", reader.size);
     let reread = || lake.read(&layout.raw);
-    let p = check_published(
+    let p = read_published(
         reader,
         &raw_location,
         contract.clone(),

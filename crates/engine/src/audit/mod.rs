@@ -26,7 +26,7 @@
 //! | `leftover` | a run's temp file, or a guard file of an earlier version, under `raw/` or `quarantine/` |
 //!
 //! `--deep` reads each object through the landing's own pass
-//! (`pipeline::check_published`, see `deep.rs`), within the memory budget.
+//! (`pipeline::read_published`, see `deep.rs`), within the memory budget.
 //!
 //! Beside the findings, `verify` lists each input landed under another contract
 //! than the one in force (`other_contract`): a notice, not a drift (exit code
@@ -77,8 +77,8 @@ where
 async fn join<T: 'static>(tasks: &mut tokio::task::JoinSet<T>) -> Result<T> {
     match tasks.join_next().await {
         Some(Ok(v)) => Ok(v),
-        Some(Err(e)) => Err(crate::Error::store("join audit task", "lake", e)),
-        None => Err(crate::Error::store("join audit task", "lake", "no task")),
+        Some(Err(e)) => Err(crate::Error::internal("join audit task", "lake", e)),
+        None => Err(crate::Error::internal("join audit task", "lake", "no task")),
     }
 }
 

@@ -117,7 +117,7 @@ async fn verify_one(
             // Lines landed under another contract are checked against their own
             // rules by no one: --deep reads only those landed under this one.
             let deep_with = contract.zip(deep).filter(|_| other.is_none());
-            let found = check_published(lake, &layout, &cur, deep_with).await?;
+            let found = check_against_checkpoint(lake, &layout, &cur, deep_with).await?;
             record = Some(cur.record);
             (found, names)
         }
@@ -143,7 +143,9 @@ async fn verify_one(
     })
 }
 
-async fn check_published(
+/// One checkpointed publish against the object its checkpoint names (and, with
+/// `deep`, against the contract through the landing's own pass).
+async fn check_against_checkpoint(
     lake: &dyn Store,
     layout: &Layout,
     cur: &Current,

@@ -1,5 +1,5 @@
 //! `landing run --inbox`: land every input of a folder or S3 prefix (docs/design.md
-//! section 6). Each input goes through [`crate::pipeline::run`], the single-input contract
+//! section 6). Each input goes through [`crate::land`], the single-input contract
 //! with its own lease, on a per-input copy of the configuration. Runs in flight
 //! ([`Slots`]): `--jobs N` runs at once, each with 1/N of the memory budget; without
 //! `--jobs`, bounded by memory: one run's budget, a small input charged by its size,
@@ -33,6 +33,7 @@ use crate::config::InboxConfig;
 use crate::error::{Error, Result};
 use crate::history;
 use crate::hook::Hooks;
+use crate::land::{Checked, Input, Landed};
 use crate::lease::Sightings;
 use crate::pipeline::{Handles, Opened};
 use crate::progress::Terminal;
@@ -40,10 +41,8 @@ use crate::shutdown::Shutdown;
 use crate::store::{Lake, Listed, Store};
 use crate::summary::{Action, Signal, Summary, Totals};
 
-mod land;
 mod report;
 
-pub use land::{land_one, Landed};
 use report::{print_line, InboxProgress};
 
 /// Inputs whose cheap skip is checked at once (a checkpoint GET and a HEAD each);
@@ -154,7 +153,7 @@ struct Shared {
     inbox: Arc<dyn Store>,
     /// What the inputs' runs saw of leases held by others: an input found busy in
     /// the first pass keeps its first look in the second.
-    seen: Sightings,
+    sightings: Sightings,
     log: Appender,
     progress: InboxProgress,
     finished: AtomicUsize,
@@ -208,7 +207,7 @@ pub async fn run(
         hooks: *hooks,
         lake,
         inbox,
-        seen: Sightings::default(),
+        sightings: Sightings::default(),
         log: Appender::default(),
         progress: InboxProgress::new(
             &[&inputs[..], &clashing[..]].concat(),
@@ -299,11 +298,6 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
                     continue;
                 }
                 shared.count(action);
-                let summary = landed.result.as_ref().ok();
-                let measured = &landed.measured;
-                shared
-                    .recorder
-                    .landed(&item.listed.name, action, summary, measured);
                 print_line(&shared.progress.terminal, &landed.line);
                 let n = shared.finished.fetch_add(1, Ordering::Relaxed) + 1;
                 shared.progress.done(n, &item.listed.name, &landed);
@@ -363,7 +357,9 @@ fn report_clash(shared: &Shared, listed: &Listed, clashing: &[Listed]) {
     shared.progress.done(n, &listed.name, &landed);
 }
 
-/// One input of the inbox through [`land_one`], with its own configuration.
+/// One input of the inbox, with its own configuration: its cheap skip (unless
+/// `--rehash`), else its full run once its charge of the memory budget is free.
+/// `None` if a signal came before that (the input was not started).
 async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
     let ic = &shared.ic;
     let mut cfg = ic.base.clone();
@@ -371,26 +367,43 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
     cfg.input_name = published_name(&item.listed.name).to_owned();
     cfg.input_meta = Some(item.listed.meta.clone());
     cfg.lease_wait = item.wait;
-    let handles = Handles {
-        shutdown: &shared.shutdown,
-        seen: &shared.seen,
-        log: &shared.log,
-        terminal: &shared.progress.terminal,
-    };
-    land_one(
-        &cfg,
-        &shared.hooks,
-        handles,
-        Opened {
-            lake: shared.lake.as_ref(),
+    let input = Input {
+        cfg: &cfg,
+        hooks: &shared.hooks,
+        handles: Handles {
+            shutdown: &shared.shutdown,
+            sightings: &shared.sightings,
+            log: &shared.log,
+            terminal: &shared.progress.terminal,
+        },
+        lake: shared.lake.as_ref(),
+        opened: Opened {
             input: Some((&shared.inbox, &item.listed.name)),
-            // Set by `land_one`, from its cheap skip's read.
             checkpoint: None,
         },
-        !ic.rehash,
-        Some(&shared.full_runs),
-    )
-    .await
+        recorder: &shared.recorder,
+    };
+    let read = match ic.rehash {
+        true => None,
+        false => match input.unchanged().await {
+            Checked::Unchanged(landed) => return Some(*landed),
+            Checked::Changed(read) => Some(read),
+            Checked::Unknown => None,
+        },
+    };
+    // Only full runs are charged: a cheap skip holds no input in memory.
+    let _slot = tokio::select! {
+        biased;
+        _ = shared.shutdown.signalled() => return None,
+        slot = shared.full_runs.acquire(item.listed.meta.size) => slot,
+    };
+    // An input in flight has its bar on a terminal until it finishes.
+    let _bar = shared.progress.terminal.in_flight(&cfg.input_name);
+    let opened = Opened {
+        checkpoint: read.as_deref(),
+        ..input.opened
+    };
+    Some(Input { opened, ..input }.land().await)
 }
 
 /// The totals line on stdout, and its log line.

@@ -140,8 +140,8 @@ impl Recorder {
     }
 
     /// An input finished with `action` (its summary, if it reached one) after its run
-    /// measured `measured`. Its outcome is counted by [`Recorder::count`] or
-    /// [`Recorder::outcomes`].
+    /// measured `measured`. Its outcome is counted by [`Recorder::count`], and an
+    /// inbox's totals replace those counts ([`Recorder::outcomes`]).
     pub fn landed(
         &self,
         input_name: &str,
@@ -162,8 +162,12 @@ impl Recorder {
             for (stage, secs) in &measured.stages {
                 *n.stages.entry(stage).or_default() += secs;
             }
+            // An input's latest outcome stands: a busy one tried again later is
+            // judged by the later try.
             if NEEDS_A_HUMAN.contains(&action) {
                 n.attention.insert(input_name.to_owned(), action);
+            } else {
+                n.attention.remove(input_name);
             }
         });
     }

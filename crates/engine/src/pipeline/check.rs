@@ -36,7 +36,7 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
     )
     .await
     .at(Step::Stream, &input_location)?;
-    let mut v = v.ok_or_else(|| Error::store("check", &input_location, "validator missing"))?;
+    let mut v = v.ok_or_else(|| Error::internal("check", &input_location, "validator missing"))?;
     let reread = || input.read(&key);
     let resolution = resolve(
         &mut v,

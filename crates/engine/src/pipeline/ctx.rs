@@ -1,5 +1,5 @@
 //! What every stage of a run shares: the run's context ([`Ctx`]), what it saw of the
-//! lake when it decided ([`Seen`]), what it staged ([`StagedRun`]), and how a run
+//! lake when it decided ([`Existing`]), what it staged ([`StagedRun`]), and how a run
 //! names and logs itself. A leaf: the stages import it, it imports no stage.
 
 use std::collections::hash_map::RandomState;
@@ -31,7 +31,7 @@ pub(super) struct Ctx<'a> {
     /// The checkpoint as read before the lease, if the caller read it ([`Opened`]).
     ///
     /// [`Opened`]: super::Opened
-    pub(super) checkpoint_before_lease: Option<Option<Current>>,
+    pub(super) checkpoint_before_lease: Option<super::CheckpointRead>,
     pub(super) run_id: String,
     pub(super) input: Arc<dyn Store>,
     pub(super) input_key: String,
@@ -92,18 +92,18 @@ pub(super) async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)>
 }
 
 /// The published object and quarantine as the run saw them when it decided.
-pub(super) struct Seen {
+pub(super) struct Existing {
     pub(super) raw: Option<ObjectMeta>,
     pub(super) quarantine: Option<ObjectMeta>,
 }
 
-impl Seen {
+impl Existing {
     pub(super) async fn read(ctx: &Ctx<'_>) -> Result<Self> {
         let (raw, quarantine) = tokio::try_join!(
             ctx.lake.head(&ctx.layout.raw),
             ctx.lake.head(&ctx.layout.quarantine)
         )?;
-        Ok(Seen { raw, quarantine })
+        Ok(Existing { raw, quarantine })
     }
 }
 
@@ -115,7 +115,7 @@ pub(super) struct StagedRun {
     /// SHA-256 of the staged data's bytes: what the publish makes visible.
     pub(super) published_sha256: String,
     pub(super) quarantine: Option<Staged>,
-    pub(super) seen: Seen,
+    pub(super) existing: Existing,
     pub(super) prior: Option<Current>,
     /// What the store's probe found: the promotions are sent under it.
     pub(super) fence: Fence,

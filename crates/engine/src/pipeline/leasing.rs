@@ -39,7 +39,7 @@ pub(super) struct Leasing<'a> {
     pub(super) lake: &'a Arc<dyn Lake>,
     pub(super) key: &'a str,
     pub(super) run_id: &'a str,
-    pub(super) seen: &'a Sightings,
+    pub(super) sightings: &'a Sightings,
     pub(super) trace: &'a Trace,
 }
 
@@ -65,7 +65,7 @@ pub(super) async fn take_lease(
             l.run_id,
             opts,
             deadline.clone(),
-            l.seen,
+            l.sightings,
         );
         let busy = match attempt.await {
             Err(e @ Error::Busy { .. }) => e,
@@ -90,7 +90,7 @@ pub(super) async fn take_lease(
         // looked at again right then: a dead holder delays a run by its TTL plus the
         // margin, not by up to one more step (5 s) on top.
         let due = l
-            .seen
+            .sightings
             .due(&l.lake.location(l.key))
             .map(|d| d.saturating_duration_since(Instant::now()))
             .filter(|d| !d.is_zero());

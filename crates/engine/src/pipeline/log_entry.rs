@@ -45,7 +45,7 @@ pub(super) async fn log(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMet
 /// version; otherwise (a run stopped between its publish and its checkpoint) the
 /// log's recent entries are searched for it.
 async fn replaced(ctx: &Ctx<'_>, keys: &LogKeys, staged: &StagedRun) -> Result<Option<Replaced>> {
-    let Some(seen) = staged.seen.raw.as_ref() else {
+    let Some(seen) = staged.existing.raw.as_ref() else {
         return Ok(None);
     };
     let prior = staged.prior.as_ref().map(|c| &c.record);

@@ -46,7 +46,7 @@ pub use ctx::new_run_id;
 use ctx::{log_outcome, open_input, Ctx, StagedRun};
 use leasing::{lock_wait, take_lease, Leasing};
 use prepare::Prepared;
-pub use published::{check_published, Budget, Published};
+pub use published::{read_published, Budget, Published};
 pub use validator::Counts;
 pub use whole::Validator;
 
@@ -71,35 +71,42 @@ pub struct Handles<'a> {
     /// Cancelled by the first SIGTERM or SIGINT: stops a run before its publish.
     pub shutdown: &'a Shutdown,
     /// The lease records this process has seen held, and since when by its own clock.
-    pub seen: &'a Sightings,
+    pub sightings: &'a Sightings,
     /// The bars of the terminal, and the lines written above them.
     pub terminal: &'a Terminal,
     /// The end of each commit log as this process left it: its runs append in turn.
     pub log: &'a Appender,
 }
 
-/// Stores an inbox run opened once and shares with the runs of its inputs: one SDK
-/// client each, with its connection pool and its credentials, where opening them per
-/// input cost a small input more CPU than its own validation. `None`: the run opens
-/// its own.
+/// What an inbox run opened or read of an input before its run, shared with it: one
+/// SDK client for the inbox, with its connection pool and its credentials, where
+/// opening one per input cost a small input more CPU than its own validation. `None`:
+/// the run opens or reads its own.
 #[derive(Clone, Copy, Default)]
 pub struct Opened<'a> {
-    /// The lake (one copy-fence probe for all the inputs, too).
-    pub lake: Option<&'a Arc<dyn Lake>>,
     /// The inbox, and the input's key in it as listed.
     pub input: Option<(&'a Arc<dyn Store>, &'a str)>,
     /// The input's checkpoint as the inbox's cheap skip read it, before the run's
-    /// lease (`Some(None)`: absent). The run takes it for its own read only if no
-    /// lease existed when it took its own (see `prepare`).
-    pub checkpoint: Option<&'a Option<Current>>,
+    /// lease. The run takes it for its own read only if no lease existed when it
+    /// took its own (see `prepare`).
+    pub checkpoint: Option<&'a CheckpointRead>,
+}
+
+/// What a read of an input's checkpoint found, kept for a later step.
+#[derive(Debug, Clone)]
+pub struct CheckpointRead {
+    /// `None`: the input has no checkpoint.
+    pub found: Option<Current>,
 }
 
 /// `landing run`: land one input under the run contract.
 ///
-/// `opened`: the stores an inbox run opened for its inputs. `trace`: the run's stage
-/// timer, read for its run record and the pushed metrics.
+/// `lake`: the lake, opened by the caller (the run gates its own writes). `opened`:
+/// what an inbox run opened or read of the input. `trace`: the run's stage timer,
+/// read for its run record and the pushed metrics.
 pub async fn run(
     cfg: &Config,
+    lake: &Arc<dyn Lake>,
     opened: Opened<'_>,
     hooks: &Hooks,
     handles: Handles<'_>,
@@ -110,13 +117,14 @@ pub async fn run(
     let span =
         tracing::info_span!("run", run_id = %run_id, product = %cfg.product, input = %cfg.input);
     // Instrumented, not entered: inbox runs land several inputs at once on one runtime.
-    let ran = land(cfg, opened, *hooks, handles, trace, run_id);
+    let ran = land(cfg, lake, opened, *hooks, handles, trace, run_id);
     tracing::Instrument::instrument(ran, span).await
 }
 
 /// The run's sequence: connect, lease, the work under the lease, release.
 async fn land(
     cfg: &Config,
+    lake: &Arc<dyn Lake>,
     opened: Opened<'_>,
     hooks: Hooks,
     handles: Handles<'_>,
@@ -124,12 +132,17 @@ async fn land(
     run_id: String,
 ) -> Result<Summary> {
     let deadline = Deadline::default();
-    let ctx = connect(cfg, opened, hooks, handles, trace, run_id, &deadline).await?;
+    // Every write of this run passes the lease's deadline once more at its last
+    // instant, and the store fires the run's hooks inside its writes.
+    let gate = Gate::new(deadline.clone(), lock_wait(cfg))
+        .observed_by(hooks.write_observer(handles.terminal));
+    let lake = lake.with_run_gate(gate);
+    let ctx = connect(cfg, lake, opened, hooks, handles, trace, run_id).await?;
     let leasing = Leasing {
         lake: &ctx.lake,
         key: &ctx.layout.lock,
         run_id: &ctx.run_id,
-        seen: handles.seen,
+        sightings: handles.sightings,
         trace,
     };
     let waited = take_lease(cfg, &leasing, deadline, handles.shutdown).await;
@@ -158,30 +171,20 @@ async fn land(
     result
 }
 
-/// Open the input and the lake: the run's context. Every write of this run passes
-/// the lease's `deadline` once more at its last instant, and the store fires the
-/// run's hooks inside its writes.
+/// Open the input beside the run's gated `lake`: the run's context.
 async fn connect<'a>(
     cfg: &'a Config,
+    lake: Arc<dyn Lake>,
     opened: Opened<'_>,
     hooks: Hooks,
     handles: Handles<'a>,
     trace: &'a Trace,
     run_id: String,
-    deadline: &Deadline,
 ) -> Result<Ctx<'a>> {
     let input_location = cfg.input.to_string();
     let (input, input_key) = match opened.input {
         Some((inbox, key)) => (inbox.clone(), key.to_owned()),
         None => open_input(cfg).await.at(Step::Connect, &input_location)?,
-    };
-    let gate = Gate::new(deadline.clone(), lock_wait(cfg))
-        .observed_by(hooks.write_observer(handles.terminal));
-    let lake = match opened.lake {
-        Some(lake) => lake.with_run_gate(gate),
-        None => crate::store::open_gated(&cfg.lake, &cfg.s3, gate)
-            .await
-            .at(Step::Connect, &input_location)?,
     };
     // The input's identity before it is read, recorded in the checkpoint for cheap skips.
     let input_meta = match &cfg.input_meta {
@@ -242,9 +245,13 @@ async fn leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result<Sum
 
 /// Up to the publish, nothing a reader can see: prepare, skip rule, stream, stage.
 async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
-    let Prepared { fence, prior, seen } = prepare::prepare(ctx, lease).await?;
+    let Prepared {
+        fence,
+        prior,
+        existing,
+    } = prepare::prepare(ctx, lease).await?;
     if let Some(cur) = &prior {
-        if let Some(summary) = prepare::try_skip(ctx, cur, seen.raw.as_ref()).await? {
+        if let Some(summary) = prepare::try_skip(ctx, cur, existing.raw.as_ref()).await? {
             return Ok(Decision::Done(Box::new(summary)));
         }
     }
@@ -254,13 +261,9 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
         let summary = stream::refuse(ctx, streamed, refusal).await?;
         return Ok(Decision::Done(Box::new(summary)));
     }
-    let at = |e: Error| {
-        Err::<(), _>(e)
-            .at(Step::Stage, &ctx.input_location)
-            .unwrap_err()
-    };
+    let at = |e: Error| e.at(Step::Stage, &ctx.input_location);
     lease.ensure_held().map_err(at)?;
-    let staged = stage::complete(ctx, streamed, seen, prior, fence)
+    let staged = stage::complete(ctx, streamed, existing, prior, fence)
         .await
         .map_err(at)?;
     ctx.trace.lap("stage");
@@ -270,7 +273,7 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
 
 /// Publish, then its entry in the commit log, then the checkpoint last, then tidy.
 async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) -> Result<Summary> {
-    let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
+    let at = |step| move |e: Error| e.at(step, &ctx.input_location);
     lease.ensure_held().map_err(at(Step::Publish))?;
     // Tests: the deadline was fine, now another run overtakes this one.
     ctx.hooks

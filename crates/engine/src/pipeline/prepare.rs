@@ -4,7 +4,7 @@
 
 use tracing::{info, warn};
 
-use super::ctx::{log_outcome, Ctx, Seen};
+use super::ctx::{log_outcome, Ctx, Existing};
 use super::resolve::digester;
 use super::scan::{scan, Limits, Scan};
 use super::tidy::sweep_others;
@@ -21,17 +21,17 @@ pub(super) struct Prepared {
     /// The checkpoint read at the start: the condition of the checkpoint write.
     pub(super) prior: Option<Current>,
     /// What readers see now: the condition of the promotions.
-    pub(super) seen: Seen,
+    pub(super) existing: Existing,
 }
 
 /// Read the conditions of the run's writes, sweeping first where needed.
 pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
-    let at = |step| move |e: Error| Err::<(), _>(e).at(step, &ctx.input_location).unwrap_err();
+    let at = |step| move |e: Error| e.at(step, &ctx.input_location);
     // Up to four independent round trips (six for the probe, once per store) go out
     // together: none reads what another writes. The probe only touches this run's own
     // staging, which the sweep of others' leftovers never takes. The sweep only if the
     // lease was taken over, or released by a run that did not leave staging clean.
-    let (fence, prior, (), seen) = tokio::try_join!(
+    let (fence, prior, (), existing) = tokio::try_join!(
         async {
             let fence = ctx.lake.fencing(&ctx.layout.raw, &ctx.run_id).await;
             fence.map_err(at(Step::Connect))
@@ -45,7 +45,7 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
             if let (Inherited::Fresh, Some(read)) =
                 (lease.inherited(), &ctx.checkpoint_before_lease)
             {
-                return Ok(read.clone());
+                return Ok(read.found.clone());
             }
             let (l, product) = (&ctx.layout, &ctx.cfg.product);
             checkpoint::read(&*ctx.lake, &l.checkpoint, product, &l.input_name)
@@ -59,7 +59,7 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
             sweep_others(ctx).await.map_err(at(Step::Sweep))
         },
         // What readers see now is the condition of our promotion (the fence).
-        async { Seen::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
+        async { Existing::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
     )?;
     // No lease existed, yet the input was landed before: its lease was deleted by
     // hand, and whatever its holder left is unknown.
@@ -70,7 +70,11 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
         warn!(copy_fence = %fence, "promotion is not fenced on this store: a late copy of a killed run could overwrite a newer publish (see RUNBOOK)");
     }
     ctx.trace.lap("prepare");
-    Ok(Prepared { fence, prior, seen })
+    Ok(Prepared {
+        fence,
+        prior,
+        existing,
+    })
 }
 
 /// Skip rule: the checkpoint's hash equals the input's and the published object it

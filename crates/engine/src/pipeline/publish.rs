@@ -20,11 +20,11 @@ pub(super) async fn publish(
     lease: &Lease,
     staged: &StagedRun,
 ) -> Result<ObjectMeta> {
-    let seen = &staged.seen;
-    let data = promote(ctx, &staged.data, seen.raw.as_ref(), staged.fence).await?;
+    let existing = &staged.existing;
+    let data = promote(ctx, &staged.data, existing.raw.as_ref(), staged.fence).await?;
     if let Some(q) = &staged.quarantine {
         lease.ensure_held()?;
-        promote(ctx, q, seen.quarantine.as_ref(), staged.fence).await?;
+        promote(ctx, q, existing.quarantine.as_ref(), staged.fence).await?;
     }
     Ok(data)
 }

@@ -56,7 +56,7 @@ pub struct Published {
 
 /// Read one published object through the landing's pass. `reread` opens it again
 /// (the id check of suspects reads the lines it needs a second time).
-pub async fn check_published<F, Fut>(
+pub async fn read_published<F, Fut>(
     reader: ObjectReader,
     location: &str,
     contract: Arc<Contract>,
@@ -92,7 +92,7 @@ where
         false,
     )
     .await?;
-    let mut seq = seq.ok_or_else(|| crate::Error::store("verify", location, "no validator"))?;
+    let mut seq = seq.ok_or_else(|| crate::Error::internal("verify", location, "no validator"))?;
     let resolution = resolve(
         &mut seq,
         &contract,

@@ -141,7 +141,7 @@ pub(super) async fn replay(
         .map(|rx| spawn_checker(rx, contract.clone(), digester, Compare::No, false))
         .unzip();
     let at = replay.resume;
-    let mut dealer = Dealer {
+    let mut dealer = ReplayDealer {
         framer: LineFramer::resume(max_line_bytes, at),
         from: replay.from.0,
         txs,
@@ -173,10 +173,10 @@ pub(super) async fn replay(
     drop(dealer);
     let sequenced = seq
         .await
-        .map_err(|e| Error::store("join replay", input, e))?;
+        .map_err(|e| Error::internal("join replay", input, e))?;
     for w in workers {
         w.await
-            .map_err(|e| Error::store("join replay worker", input, e))?;
+            .map_err(|e| Error::internal("join replay worker", input, e))?;
     }
     match (read, sequenced) {
         // A failed read leaves the sequencer short of lines: the read says why.
@@ -211,7 +211,7 @@ impl Drop for Counted<'_> {
 
 /// Frames the content, from the first held-back line on, into batches dealt
 /// round-robin to the workers.
-struct Dealer<'a> {
+struct ReplayDealer<'a> {
     framer: LineFramer,
     from: u64,
     txs: Vec<mpsc::Sender<Batch>>,
@@ -221,7 +221,7 @@ struct Dealer<'a> {
     lost: bool,
 }
 
-impl Dealer<'_> {
+impl ReplayDealer<'_> {
     async fn send(&mut self, batch: Batch) -> Result<()> {
         let tx = &self.txs[self.next % WORKERS];
         self.next += 1;
@@ -237,7 +237,7 @@ impl Dealer<'_> {
     }
 }
 
-impl compression::Content for Dealer<'_> {
+impl compression::Content for ReplayDealer<'_> {
     async fn take(&mut self, piece: Bytes) -> Result<()> {
         let batch = Batch::frame_from(&mut self.framer, piece, self.from);
         self.send(batch).await

@@ -167,10 +167,10 @@ pub(super) async fn scan(
         Some((s, workers)) => {
             let (mut seq, stopped) = s
                 .await
-                .map_err(|e| Error::store("join sequencer", input, e))?;
+                .map_err(|e| Error::internal("join sequencer", input, e))?;
             for w in workers {
                 w.await
-                    .map_err(|e| Error::store("join validation worker", input, e))?;
+                    .map_err(|e| Error::internal("join validation worker", input, e))?;
             }
             match broken {
                 Some(b) => seq.refuse(broken_refusal(b, lines_framed + 1)),
@@ -228,7 +228,7 @@ async fn hash_file(mut file: BlockingRead, mut progress: Progress, input: &str) 
         (Ok(hex(&h.finalize())), progress)
     })
     .await
-    .map_err(|e| Error::store("join hasher", input, e))?;
+    .map_err(|e| Error::internal("join hasher", input, e))?;
     progress.finish();
     sha.map_err(|e| Error::store("read input", input, e))
 }
@@ -281,7 +281,9 @@ fn spawn_hasher(mut rx: mpsc::Receiver<Bytes>) -> tokio::task::JoinHandle<String
 /// The hasher's SHA-256 once it has every byte; empty if nothing hashed.
 async fn hashed(hasher: Option<tokio::task::JoinHandle<String>>, input: &str) -> Result<String> {
     match hasher {
-        Some(h) => h.await.map_err(|e| Error::store("join hasher", input, e)),
+        Some(h) => h
+            .await
+            .map_err(|e| Error::internal("join hasher", input, e)),
         None => Ok(String::new()),
     }
 }

@@ -2,7 +2,7 @@
 //! staged every line and whose merge found later copies, write the filtered copy
 //! (the second pass).
 
-use super::ctx::{Ctx, Seen, StagedRun};
+use super::ctx::{Ctx, Existing, StagedRun};
 use super::second_pass::second_pass;
 use super::stream::Streamed;
 use crate::checkpoint::Current;
@@ -13,7 +13,7 @@ use crate::store::Fence;
 pub(super) async fn complete(
     ctx: &Ctx<'_>,
     s: Streamed,
-    seen: Seen,
+    existing: Existing,
     prior: Option<Current>,
     fence: Fence,
 ) -> Result<StagedRun> {
@@ -37,7 +37,7 @@ pub(super) async fn complete(
         data,
         published_sha256,
         quarantine,
-        seen,
+        existing,
         prior,
         fence,
         spill: s.spill,

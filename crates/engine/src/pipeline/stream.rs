@@ -85,7 +85,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         )
         .await?;
         let (sha256, v) = scanned;
-        let v = v.ok_or_else(|| Error::store("stream", input, "validator missing"))?;
+        let v = v.ok_or_else(|| Error::internal("stream", input, "validator missing"))?;
         let (v, drops, spill) = settle(ctx, v, digester, out_tx, size).await?;
         Ok::<_, Error>((sha256, v, drops, spill))
     };
@@ -243,7 +243,7 @@ async fn encoded(encoding: Encoding, input: &str) -> Result<()> {
         None => Ok(()),
         Some(thread) => thread
             .await
-            .map_err(|e| Error::store("join output encoder", input, e))?
+            .map_err(|e| Error::internal("join output encoder", input, e))?
             .map_err(|e| Error::store("compress output", input, e)),
     }
 }

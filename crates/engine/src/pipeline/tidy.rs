@@ -101,7 +101,7 @@ pub(super) async fn remove_staging(ctx: &Ctx<'_>, staged: &StagedRun) {
 /// here is logged, not fatal: the publish and checkpoint are done.
 pub(super) async fn cleanup(ctx: &Ctx<'_>, staged: &StagedRun) {
     remove_staging(ctx, staged).await;
-    if staged.quarantine.is_none() && staged.seen.quarantine.is_some() {
+    if staged.quarantine.is_none() && staged.existing.quarantine.is_some() {
         if let Err(e) = ctx.lake.delete(&ctx.layout.quarantine).await {
             warn!(error = %e, "could not remove the previous quarantine, which no checkpoint names now");
         }

@@ -155,7 +155,7 @@ fn is_own_file(name: &str, is_dir: bool) -> bool {
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::store("join blocking task", "local", e))?
+        .map_err(|e| Error::internal("join blocking task", "local", e))?
 }
 
 #[async_trait]

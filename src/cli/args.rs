@@ -2,8 +2,10 @@
 //! `settings.rs` validates them into the engine's settings and the run's hooks.
 //! Defaults are named constants shared with the settings.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 
 use landing_engine::compression::{OutputCompression, DEFAULT_MAX_DECOMPRESSED};
@@ -18,6 +20,63 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
+}
+
+/// The value parser of a flag that takes one of a library enum's values: `all` in
+/// the order the flag lists them, `value` how each is listed and matched (its name,
+/// with help and aliases where it has them). It lists, completes, accepts and refuses
+/// exactly as clap's `ValueEnum` parser does, so the libraries need no clap.
+pub(super) fn choice<T>(all: &'static [T], value: fn(T) -> PossibleValue) -> Choice<T>
+where
+    T: Copy + Send + Sync + 'static,
+{
+    Choice { all, value }
+}
+
+/// See [`choice`].
+#[derive(Clone)]
+pub(super) struct Choice<T: 'static> {
+    all: &'static [T],
+    value: fn(T) -> PossibleValue,
+}
+
+impl<T: Copy + Send + Sync + 'static> TypedValueParser for Choice<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        // clap builds the error (with its list and its "similar value" tip). A value
+        // that is not UTF-8 goes in as its lossy form, which matches nothing: refused
+        // as an invalid value like any other, not as invalid UTF-8.
+        let given = value.to_string_lossy();
+        let names = PossibleValuesParser::new(self.all.iter().map(|&v| (self.value)(v)));
+        let given = names.parse_ref(cmd, arg, OsStr::new(given.as_ref()))?;
+        let ignore_case = arg.is_some_and(clap::Arg::is_ignore_case_set);
+        Ok(self
+            .all
+            .iter()
+            .copied()
+            .find(|&v| (self.value)(v).matches(&given, ignore_case))
+            .expect("the parser accepted one of these values"))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.all.iter().map(|&v| (self.value)(v))))
+    }
+}
+
+/// A checksum mode as `--s3-request-checksum` and `--s3-response-checksum` list it.
+fn checksum_mode(mode: ChecksumMode) -> PossibleValue {
+    let value = PossibleValue::new(mode.name()).alias(mode.alias());
+    match mode {
+        ChecksumMode::WhenSupported => value
+            .help("The SDK's spelling (`when_supported`), as in AWS_REQUEST_CHECKSUM_CALCULATION"),
+        ChecksumMode::WhenRequired => value,
+    }
 }
 
 /// Options shared by `run` and `check`.
@@ -118,7 +177,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "LANDING_OUTPUT_COMPRESSION",
-        value_enum,
+        value_parser = choice(&OutputCompression::ALL, |c| c.name().into()),
         default_value = "none",
         help_heading = "Lake"
     )]
@@ -137,6 +196,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "LANDING_PROGRESS",
+        value_parser = choice(&Progress::CHOICES, |p| p.name().into()),
         default_value = "auto",
         help_heading = "Output"
     )]
@@ -233,7 +293,11 @@ pub struct DrillArgs {
 
     /// Store the generated inputs compressed (`drill.jsonl.gz` or `.zst`), as
     /// producers that compress write them.
-    #[arg(long, value_enum, default_value = "none")]
+    #[arg(
+        long,
+        value_parser = choice(&OutputCompression::ALL, |c| c.name().into()),
+        default_value = "none"
+    )]
     pub compress: OutputCompression,
 
     /// Log format on stderr.
@@ -373,7 +437,7 @@ pub struct S3Args {
     #[arg(
         long,
         env = "LANDING_S3_CONDITIONAL_COPY",
-        value_enum,
+        value_parser = choice(&ConditionalCopy::ALL, |c| c.name().into()),
         default_value = defaults::CONDITIONAL_COPY
     )]
     pub s3_conditional_copy: ConditionalCopy,
@@ -386,7 +450,7 @@ pub struct S3Args {
     #[arg(
         long,
         env = "AWS_REQUEST_CHECKSUM_CALCULATION",
-        value_enum,
+        value_parser = choice(&ChecksumMode::ALL, checksum_mode),
         ignore_case = true
     )]
     pub s3_request_checksum: Option<ChecksumMode>,
@@ -395,7 +459,7 @@ pub struct S3Args {
     #[arg(
         long,
         env = "AWS_RESPONSE_CHECKSUM_VALIDATION",
-        value_enum,
+        value_parser = choice(&ChecksumMode::ALL, checksum_mode),
         ignore_case = true
     )]
     pub s3_response_checksum: Option<ChecksumMode>,
@@ -405,6 +469,45 @@ pub struct S3Args {
 mod tests {
     use super::*;
     use landing_engine::config::RunPlan;
+
+    fn run_args(flags: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let mut line = vec!["landing", "run", "--input", "x"];
+        line.extend(flags);
+        match crate::cli::Cli::try_parse_from(line).unwrap().command {
+            crate::cli::Command::Run(run) => run,
+            _ => panic!("not a run"),
+        }
+    }
+
+    /// Each name a choice flag lists parses to the value of that name; the checksum
+    /// flags also take the hyphenated alias, in any case.
+    #[test]
+    fn choice_flags_take_each_value_by_its_name() {
+        for c in OutputCompression::ALL {
+            let run = run_args(&["--output-compression", c.name()]);
+            assert_eq!(run.output_compression, c);
+        }
+        for p in Progress::CHOICES {
+            assert_eq!(run_args(&["--progress", p.name()]).progress, p);
+        }
+        for c in ConditionalCopy::ALL {
+            let run = run_args(&["--s3-conditional-copy", c.name()]);
+            assert_eq!(run.common.s3.s3_conditional_copy, c);
+        }
+        for m in ChecksumMode::ALL {
+            let upper = m.alias().to_uppercase();
+            for given in [m.name(), m.alias(), &upper] {
+                let run = run_args(&["--s3-request-checksum", given]);
+                assert_eq!(run.common.s3.s3_request_checksum, Some(m), "{given}");
+            }
+        }
+        let run = run_args(&[]);
+        assert_eq!(run.output_compression, OutputCompression::None);
+        assert_eq!(run.progress, Progress::Auto);
+        assert_eq!(run.common.s3.s3_conditional_copy, ConditionalCopy::Auto);
+        assert_eq!(run.common.s3.s3_request_checksum, None);
+    }
 
     /// Every S3 setting of `landing drill` reaches its child runs (their command lines
     /// once silently dropped the checksum modes).

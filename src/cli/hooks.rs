@@ -11,6 +11,12 @@
 
 use clap::Args;
 
+#[cfg(feature = "test-hooks")]
+use clap::builder::PossibleValue;
+
+#[cfg(feature = "test-hooks")]
+use super::args::choice;
+
 use landing_engine::hook::{CrashPoint, Hooks};
 #[cfg(feature = "test-hooks")]
 use landing_engine::hook::{FreezePoint, PausePoint};
@@ -76,12 +82,22 @@ pub struct RunHooks {
 
     /// Test hook: pause at a named point until a line arrives on stdin.
     #[cfg(feature = "test-hooks")]
-    #[arg(long, env = "LANDING_PAUSE_AT", hide = true, value_enum)]
+    #[arg(
+        long,
+        env = "LANDING_PAUSE_AT",
+        hide = true,
+        value_parser = choice(&PausePoint::ALL, |p| PossibleValue::new(p.name()).help(p.describe()))
+    )]
     pub pause_at: Option<PausePoint>,
 
     /// Test hook: stop the process (SIGSTOP) inside a named write.
     #[cfg(feature = "test-hooks")]
-    #[arg(long, env = "LANDING_FREEZE_AT", hide = true, value_enum)]
+    #[arg(
+        long,
+        env = "LANDING_FREEZE_AT",
+        hide = true,
+        value_parser = choice(&FreezePoint::ALL, |p| PossibleValue::new(p.name()).help(p.describe()))
+    )]
     pub freeze_at: Option<FreezePoint>,
 }
 
@@ -171,5 +187,13 @@ mod tests {
         assert_eq!((hooks.spill_every, hooks.spill_table), (Some(3), Some(0)));
         let cli = Verify::try_parse_from(["t", "--spill-every", "3"]).unwrap();
         assert_eq!(cli.deep.spill_every(), Some(3));
+        for p in PausePoint::ALL {
+            let cli = Run::try_parse_from(["t", "--pause-at", p.name()]).unwrap();
+            assert_eq!(cli.run.pause_at, Some(p));
+        }
+        for p in FreezePoint::ALL {
+            let cli = Run::try_parse_from(["t", "--freeze-at", p.name()]).unwrap();
+            assert_eq!(cli.run.freeze_at, Some(p));
+        }
     }
 }

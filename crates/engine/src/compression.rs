@@ -11,7 +11,6 @@ use std::future::Future;
 use std::io::{Read, Write};
 
 use bytes::{Bytes, BytesMut};
-use clap::ValueEnum;
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
@@ -61,7 +60,7 @@ impl Codec {
 }
 
 /// `--output-compression`: how published objects are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OutputCompression {
     #[default]
@@ -87,7 +86,9 @@ impl OutputCompression {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    /// The name `--output-compression` takes, the checkpoint records and `--dry-run`
+    /// prints.
+    pub fn name(self) -> &'static str {
         match self {
             OutputCompression::None => "none",
             OutputCompression::Gzip => "gzip",
@@ -111,13 +112,21 @@ impl OutputCompression {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for OutputCompression {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
+impl std::str::FromStr for OutputCompression {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
         OutputCompression::ALL
             .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown output compression {s:?}")))
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown output compression {s:?}"))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for OutputCompression {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -513,6 +522,17 @@ pub fn encode_all(c: OutputCompression, content: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_compressions_are_spelled_as_the_flag_takes_them() {
+        let names = OutputCompression::ALL.map(OutputCompression::name);
+        assert_eq!(names, ["none", "gzip", "zstd"]);
+        for c in OutputCompression::ALL {
+            assert_eq!(c.name().parse(), Ok(c));
+        }
+        assert!("Gzip".parse::<OutputCompression>().is_err());
+        assert!("".parse::<OutputCompression>().is_err());
+    }
 
     async fn decode(stored: &[u8], limit: u64, piece: usize) -> (Vec<u8>, Option<Broken>, usize) {
         let codec = Codec::sniff(stored).expect("compressed");

@@ -6,8 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::ValueEnum;
-
 use crate::contract::Contract;
 use crate::error::{Error, Result};
 use crate::store::s3::S3Options;
@@ -101,8 +99,7 @@ impl RunPlan {
             RunPlan::Inbox(i) => &i.base,
         };
         let s3 = &cfg.s3;
-        // Values spelled as their flags take them.
-        let name = |v: Option<clap::builder::PossibleValue>| v.map(|p| p.get_name().to_owned());
+        // Values are spelled as their flags take them.
         let mut v = json!({
             "dry_run": true,
             "lake": cfg.lake.to_string(),
@@ -115,11 +112,11 @@ impl RunPlan {
             "max_rejected_lines": cfg.max_rejected_lines,
             "max_line_bytes": cfg.max_line_bytes,
             "max_decompressed_bytes": cfg.max_decompressed_bytes,
-            "output_compression": cfg.output_compression.as_str(),
+            "output_compression": cfg.output_compression.name(),
             "lease_ttl": cfg.lease_ttl.as_secs(),
             "lease_wait": cfg.lease_wait.as_secs(),
             "sweep_age": cfg.sweep_age.as_secs(),
-            "progress": format!("{:?}", cfg.progress).to_lowercase(),
+            "progress": cfg.progress.name(),
             "memory": {
                 "budget_bytes": cfg.memory.total,
                 "per_run_bytes": cfg.memory.per_run(),
@@ -140,9 +137,9 @@ impl RunPlan {
                 "operation_timeout": s3.operation_timeout.as_secs(),
                 "attempt_timeout": s3.attempt_timeout.as_secs(),
                 "read_timeout": s3.read_timeout.as_secs(),
-                "conditional_copy": name(s3.conditional_copy.to_possible_value()),
-                "request_checksum": name(s3.request_checksum.and_then(|m| m.to_possible_value())),
-                "response_checksum": name(s3.response_checksum.and_then(|m| m.to_possible_value())),
+                "conditional_copy": s3.conditional_copy.name(),
+                "request_checksum": s3.request_checksum.map(|m| m.name()),
+                "response_checksum": s3.response_checksum.map(|m| m.name()),
             },
         });
         match self {

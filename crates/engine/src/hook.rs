@@ -9,8 +9,6 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use clap::ValueEnum;
-
 use crate::progress::Terminal;
 use crate::store::WriteObserver;
 
@@ -95,22 +93,49 @@ impl WriteObserver for WriteHooks {
 /// Test switch: a write during which the run stops itself with SIGSTOP, as a paused
 /// VM, a stalled NFS mount or `kill -STOP` would stop it. The store fires it at the
 /// last instant before the write (on a local lake, holding the file lock), before it
-/// checks the lease's deadline once more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// checks the lease's deadline once more. Which write each one is:
+/// [`FreezePoint::describe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FreezePoint {
-    /// The lease's first write (its create or takeover).
     LeaseWrite,
-    /// The checkpoint's write.
     CheckpointWrite,
-    /// The promotion of the published data.
     PromoteData,
-    /// The promotion of the quarantine.
     PromoteQuarantine,
-    /// The commit log's entry (or its hint).
     LogWrite,
 }
 
 impl FreezePoint {
+    /// Every freeze point, in the order `--freeze-at` lists them.
+    pub const ALL: [FreezePoint; 5] = [
+        FreezePoint::LeaseWrite,
+        FreezePoint::CheckpointWrite,
+        FreezePoint::PromoteData,
+        FreezePoint::PromoteQuarantine,
+        FreezePoint::LogWrite,
+    ];
+
+    /// The name `--freeze-at` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            FreezePoint::LeaseWrite => "lease-write",
+            FreezePoint::CheckpointWrite => "checkpoint-write",
+            FreezePoint::PromoteData => "promote-data",
+            FreezePoint::PromoteQuarantine => "promote-quarantine",
+            FreezePoint::LogWrite => "log-write",
+        }
+    }
+
+    /// The write it freezes in, as `--freeze-at` describes it beside its name.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FreezePoint::LeaseWrite => "The lease's first write (its create or takeover)",
+            FreezePoint::CheckpointWrite => "The checkpoint's write",
+            FreezePoint::PromoteData => "The promotion of the published data",
+            FreezePoint::PromoteQuarantine => "The promotion of the quarantine",
+            FreezePoint::LogWrite => "The commit log's entry (or its hint)",
+        }
+    }
+
     /// The freeze point of a write to `key` (relative to the lake), by its zone.
     pub fn of_key(key: &str) -> Option<FreezePoint> {
         let zone = key.split('/').next()?;
@@ -188,20 +213,51 @@ impl CrashPoint {
 }
 
 /// Test switch: where a run stops and waits for a line on stdin, so a test can make
-/// another run overtake it at an exact point without sleeping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// another run overtake it at an exact point without sleeping. Where each one is:
+/// [`PausePoint::describe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PausePoint {
-    /// After the first output bytes were written to staging.
     MidStream,
-    /// After the lease's deadline was checked, right before promotion.
     BeforePromote,
-    /// After staging completed, before the interrupt check (signal tests).
     AfterStaging,
-    /// After a spilled run's merge, before its replay reads the input again.
     BeforeReplay,
 }
 
 impl PausePoint {
+    /// Every pause point, in the order `--pause-at` lists them.
+    pub const ALL: [PausePoint; 4] = [
+        PausePoint::MidStream,
+        PausePoint::BeforePromote,
+        PausePoint::AfterStaging,
+        PausePoint::BeforeReplay,
+    ];
+
+    /// The name `--pause-at` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PausePoint::MidStream => "mid-stream",
+            PausePoint::BeforePromote => "before-promote",
+            PausePoint::AfterStaging => "after-staging",
+            PausePoint::BeforeReplay => "before-replay",
+        }
+    }
+
+    /// Where it is, as `--pause-at` describes it beside its name.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PausePoint::MidStream => "After the first output bytes were written to staging",
+            PausePoint::BeforePromote => {
+                "After the lease's deadline was checked, right before promotion"
+            }
+            PausePoint::AfterStaging => {
+                "After staging completed, before the interrupt check (signal tests)"
+            }
+            PausePoint::BeforeReplay => {
+                "After a spilled run's merge, before its replay reads the input again"
+            }
+        }
+    }
+
     /// Say where we are on stderr (above the bars), then wait for one line (or end)
     /// on stdin.
     pub async fn wait(self, terminal: &Terminal) {
@@ -211,6 +267,26 @@ impl PausePoint {
             std::io::stdin().read_line(&mut line)
         })
         .await;
+    }
+}
+
+impl std::str::FromStr for FreezePoint {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        FreezePoint::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown freeze point {s:?}"))
+    }
+}
+
+impl std::str::FromStr for PausePoint {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        PausePoint::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown pause point {s:?}"))
     }
 }
 
@@ -283,6 +359,37 @@ mod tests {
             Some(FreezePoint::LogWrite)
         );
         assert_eq!(FreezePoint::of_key(&log.last), Some(FreezePoint::LogWrite));
+    }
+
+    #[test]
+    fn freeze_and_pause_points_are_spelled_as_their_flags_take_them() {
+        assert_eq!(
+            FreezePoint::ALL.map(FreezePoint::name),
+            [
+                "lease-write",
+                "checkpoint-write",
+                "promote-data",
+                "promote-quarantine",
+                "log-write"
+            ]
+        );
+        for p in FreezePoint::ALL {
+            assert_eq!(p.name().parse(), Ok(p));
+        }
+        assert_eq!(
+            PausePoint::ALL.map(PausePoint::name),
+            [
+                "mid-stream",
+                "before-promote",
+                "after-staging",
+                "before-replay"
+            ]
+        );
+        for p in PausePoint::ALL {
+            assert_eq!(p.name().parse(), Ok(p));
+        }
+        assert!("lease_write".parse::<FreezePoint>().is_err());
+        assert!("MidStream".parse::<PausePoint>().is_err());
     }
 
     #[test]

@@ -16,21 +16,45 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use clap::ValueEnum;
 use indicatif::{
     MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
 };
 
 /// When to show a progress bar (`--progress`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Auto,
     Always,
     Never,
     /// `-q`: no bars and no line per input; an inbox run still says its totals on a
     /// terminal. Not a `--progress` value.
-    #[value(skip)]
     Quiet,
+}
+
+impl Mode {
+    /// The modes `--progress` takes, in the order it lists them (`Quiet` is `-q`'s).
+    pub const CHOICES: [Mode; 3] = [Mode::Auto, Mode::Always, Mode::Never];
+
+    /// The name `--progress` takes and `--dry-run` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Always => "always",
+            Mode::Never => "never",
+            Mode::Quiet => "quiet",
+        }
+    }
+}
+
+/// A `--progress` value: one of [`Mode::CHOICES`].
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::CHOICES
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown progress mode {s:?}"))
+    }
 }
 
 mod format;
@@ -589,6 +613,18 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modes_are_spelled_as_the_flag_takes_them() {
+        assert_eq!(Mode::CHOICES.map(Mode::name), ["auto", "always", "never"]);
+        for m in Mode::CHOICES {
+            assert_eq!(m.name().parse(), Ok(m));
+        }
+        // `-q` sets it; `--progress` does not take it.
+        assert_eq!(Mode::Quiet.name(), "quiet");
+        assert!("quiet".parse::<Mode>().is_err());
+        assert!("Auto".parse::<Mode>().is_err());
+    }
 
     #[test]
     fn names_are_shortened_in_the_middle() {

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use clap::ValueEnum;
-
 /// The default of every S3 option, in the units of its flag.
 pub mod defaults {
     /// `--s3-part-size-mib`.
@@ -34,21 +32,79 @@ pub const PART_SIZE_MIB_RANGE: std::ops::RangeInclusive<u64> = 5..=5 * 1024;
 
 /// The SDK's checksum knobs: several S3-compatible servers mishandle the CRC32
 /// checksums aws-sdk-s3 adds by default since January 2025.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChecksumMode {
-    /// The SDK's spelling (`when_supported`), as in AWS_REQUEST_CHECKSUM_CALCULATION.
-    #[value(name = "when_supported", alias = "when-supported")]
     WhenSupported,
-    #[value(name = "when_required", alias = "when-required")]
     WhenRequired,
 }
 
+impl ChecksumMode {
+    /// Every mode, in the order the checksum flags list them.
+    pub const ALL: [ChecksumMode; 2] = [ChecksumMode::WhenSupported, ChecksumMode::WhenRequired];
+
+    /// The SDK's spelling (`when_supported`), as in AWS_REQUEST_CHECKSUM_CALCULATION:
+    /// what the checksum flags list and `--dry-run` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChecksumMode::WhenSupported => "when_supported",
+            ChecksumMode::WhenRequired => "when_required",
+        }
+    }
+
+    /// The name with hyphens, as every other flag's values are spelled; accepted too.
+    pub fn alias(self) -> &'static str {
+        match self {
+            ChecksumMode::WhenSupported => "when-supported",
+            ChecksumMode::WhenRequired => "when-required",
+        }
+    }
+}
+
+/// A mode by its name or its alias.
+impl std::str::FromStr for ChecksumMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ChecksumMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s || m.alias() == s)
+            .ok_or_else(|| format!("unknown checksum mode {s:?}"))
+    }
+}
+
 /// Whether promotions use copy destination conditions (`--s3-conditional-copy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConditionalCopy {
     Auto,
     On,
     Off,
+}
+
+impl ConditionalCopy {
+    /// Every choice, in the order `--s3-conditional-copy` lists them.
+    pub const ALL: [ConditionalCopy; 3] = [
+        ConditionalCopy::Auto,
+        ConditionalCopy::On,
+        ConditionalCopy::Off,
+    ];
+
+    /// The name `--s3-conditional-copy` takes and `--dry-run` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConditionalCopy::Auto => "auto",
+            ConditionalCopy::On => "on",
+            ConditionalCopy::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for ConditionalCopy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ConditionalCopy::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown conditional copy mode {s:?}"))
+    }
 }
 
 /// Validated S3 settings; ignored by local stores.
@@ -80,7 +136,8 @@ impl Default for S3Options {
             max_attempts: MAX_ATTEMPTS,
             operation_timeout: Duration::from_secs(OPERATION_TIMEOUT),
             attempt_timeout: Duration::from_secs(ATTEMPT_TIMEOUT),
-            conditional_copy: ConditionalCopy::from_str(CONDITIONAL_COPY, false)
+            conditional_copy: CONDITIONAL_COPY
+                .parse()
                 .expect("the default is one of the values"),
             read_timeout: Duration::from_secs(READ_TIMEOUT),
             request_checksum: None,
@@ -95,9 +152,6 @@ impl S3Options {
     /// store exactly as its parent does. Every setting a flag can carry is here; the
     /// unit test parses the flags back and compares whole structs.
     pub fn to_args(&self) -> Vec<String> {
-        let name = |v: &dyn Fn() -> Option<clap::builder::PossibleValue>| {
-            v().map(|p| p.get_name().to_owned()).unwrap_or_default()
-        };
         let mut args = vec![
             "--s3-part-size-mib".to_owned(),
             (self.part_size >> 20).to_string(),
@@ -114,7 +168,7 @@ impl S3Options {
             "--s3-attempt-timeout".to_owned(),
             self.attempt_timeout.as_secs().to_string(),
             "--s3-conditional-copy".to_owned(),
-            name(&|| self.conditional_copy.to_possible_value()),
+            self.conditional_copy.name().to_owned(),
         ];
         if self.force_path_style {
             args.push("--s3-force-path-style".to_owned());
@@ -124,9 +178,40 @@ impl S3Options {
             ("--s3-response-checksum", self.response_checksum),
         ] {
             if let Some(mode) = mode {
-                args.extend([flag.to_owned(), name(&|| mode.to_possible_value())]);
+                args.extend([flag.to_owned(), mode.name().to_owned()]);
             }
         }
         args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_modes_are_spelled_as_the_sdk_spells_them() {
+        assert_eq!(ChecksumMode::WhenSupported.name(), "when_supported");
+        assert_eq!(ChecksumMode::WhenRequired.name(), "when_required");
+        assert_eq!(ChecksumMode::WhenSupported.alias(), "when-supported");
+        assert_eq!(ChecksumMode::WhenRequired.alias(), "when-required");
+        for m in ChecksumMode::ALL {
+            assert_eq!(m.name().parse(), Ok(m));
+            assert_eq!(m.alias().parse(), Ok(m));
+        }
+        assert!("when".parse::<ChecksumMode>().is_err());
+    }
+
+    #[test]
+    fn conditional_copy_is_spelled_as_the_flag_takes_it() {
+        assert_eq!(
+            ConditionalCopy::ALL.map(ConditionalCopy::name),
+            ["auto", "on", "off"]
+        );
+        for c in ConditionalCopy::ALL {
+            assert_eq!(c.name().parse(), Ok(c));
+        }
+        assert!("yes".parse::<ConditionalCopy>().is_err());
+        assert_eq!(S3Options::default().conditional_copy, ConditionalCopy::Auto);
     }
 }

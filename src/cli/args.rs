@@ -79,6 +79,20 @@ fn checksum_mode(mode: ChecksumMode) -> PossibleValue {
     }
 }
 
+/// `--log-format`, the same on every command that logs.
+#[derive(Debug, Clone, Args)]
+pub struct LogFormatArg {
+    /// Log format on stderr.
+    #[arg(
+        long,
+        env = "LANDING_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        help_heading = "Logging"
+    )]
+    pub log_format: LogFormat,
+}
+
 /// Options shared by `run` and `check`.
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
@@ -126,15 +140,8 @@ pub struct CommonArgs {
     #[command(flatten)]
     pub line_hooks: LineHooks,
 
-    /// Log format on stderr.
-    #[arg(
-        long,
-        env = "LANDING_LOG_FORMAT",
-        value_enum,
-        default_value = "text",
-        help_heading = "Logging"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogFormatArg,
 
     /// Log filter (tracing-subscriber syntax, e.g. `info` or `landing=debug`).
     /// Default `info`; `warn` at a terminal showing progress bars, where each input's
@@ -300,15 +307,8 @@ pub struct DrillArgs {
     )]
     pub compress: OutputCompression,
 
-    /// Log format on stderr.
-    #[arg(
-        long,
-        env = "LANDING_LOG_FORMAT",
-        value_enum,
-        default_value = "text",
-        help_heading = "Logging"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogFormatArg,
 
     /// Log filter (tracing-subscriber syntax); -v and -q override it.
     #[arg(
@@ -349,15 +349,8 @@ pub struct AuditArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Log format on stderr.
-    #[arg(
-        long,
-        env = "LANDING_LOG_FORMAT",
-        value_enum,
-        default_value = "text",
-        help_heading = "Logging"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogFormatArg,
 
     /// Log filter; -v and -q override it. (The SDK warns on every GET of an object
     /// with a multipart checksum, which `verify --deep` reads by design: quiet by

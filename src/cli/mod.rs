@@ -238,12 +238,12 @@ pub struct GenerateArgs {
 impl Cli {
     pub fn log_format(&self) -> LogFormat {
         match &self.command {
-            Command::Run(a) => a.common.log_format,
-            Command::Check(c) => c.log_format,
-            Command::Drill(d) => d.log_format,
-            Command::Status(s) => s.audit.log_format,
-            Command::Verify(v) => v.audit.log_format,
-            Command::Feed(f) => f.audit.log_format,
+            Command::Run(a) => a.common.log.log_format,
+            Command::Check(c) => c.log.log_format,
+            Command::Drill(d) => d.log.log_format,
+            Command::Status(s) => s.audit.log.log_format,
+            Command::Verify(v) => v.audit.log.log_format,
+            Command::Feed(f) => f.audit.log.log_format,
             Command::Generate(_)
             | Command::Contract(_)
             | Command::Completions { .. }
@@ -295,10 +295,10 @@ impl Cli {
         match &self.command {
             Command::Run(a) => {
                 !self.quiet
-                    && a.common.log_format == LogFormat::Text
+                    && a.common.log.log_format == LogFormat::Text
                     && a.progress != landing_engine::config::Progress::Never
             }
-            Command::Check(c) => !self.quiet && c.log_format == LogFormat::Text,
+            Command::Check(c) => !self.quiet && c.log.log_format == LogFormat::Text,
             _ => false,
         }
     }

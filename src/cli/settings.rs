@@ -96,7 +96,7 @@ impl RunArgs {
                     (None, None) => None,
                 };
                 let mut base = a.config(inbox.clone())?;
-                base.reland_other_contract = i.rehash;
+                base.rehash = i.rehash;
                 base.memory = a.common.memory(i.jobs.unwrap_or(1))?;
                 base.memory
                     .check(base.parts_in_flight())
@@ -108,7 +108,6 @@ impl RunArgs {
                     min_age: Duration::from_secs(i.min_age),
                     jobs: i.jobs,
                     shard,
-                    rehash: i.rehash,
                 }))
             }
         }
@@ -206,7 +205,7 @@ impl CommonArgs {
             lake,
             product,
             contract,
-            reland_other_contract: false,
+            rehash: false,
             max_rejected_lines: self.max_rejected_lines,
             max_line_bytes,
             max_decompressed_bytes: self.max_decompressed_bytes,

@@ -31,8 +31,9 @@ pub struct Config {
     pub product: String,
     /// The product's contract (docs/contracts.md), loaded once at startup.
     pub contract: Arc<crate::contract::Contract>,
-    /// `--rehash`: also re-land an unchanged input landed under another contract.
-    pub reland_other_contract: bool,
+    /// `--rehash` (an inbox run): read every input rather than skip an unchanged one
+    /// from its listing, and re-land one that was landed under another contract.
+    pub rehash: bool,
     pub max_rejected_lines: u64,
     pub max_line_bytes: usize,
     /// A compressed input decoding to more is refused (`--max-decompressed-bytes`).
@@ -79,7 +80,6 @@ pub struct InboxConfig {
     /// `--jobs`; `None`: bounded by memory (see `inbox::Slots`).
     pub jobs: Option<usize>,
     pub shard: Option<crate::shard::Shard>,
-    pub rehash: bool,
 }
 
 /// What `landing run` was asked to do.
@@ -153,7 +153,7 @@ impl RunPlan {
                 v["min_age"] = json!(i.min_age.as_secs());
                 v["jobs"] = i.jobs.map_or(json!("auto"), |n| json!(n));
                 v["shard"] = json!(i.shard.map(|s| s.to_string()));
-                v["rehash"] = json!(i.rehash);
+                v["rehash"] = json!(i.base.rehash);
             }
         }
         v

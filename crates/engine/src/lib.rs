@@ -50,7 +50,7 @@
 //!   `pipeline/validator.rs`) while `pipeline/stream.rs` writes the staging.
 //! - [`summary`]: the one-line JSON summary printed on stdout, and the outcomes
 //!   (`Action`) everything counts.
-//! - [`progress`]: the process's `Terminal` handle: progress bars on a terminal (an
+//! - [`progress`] (`landing-terminal`): the process's `Terminal` handle: progress bars on a terminal (an
 //!   inbox run: a bar per input in flight over a footer, a line per finished input,
 //!   the totals), log lines and stdout lines written above them whole; periodic log
 //!   lines without a terminal.
@@ -89,7 +89,6 @@ mod layout;
 pub mod lease;
 pub mod metrics;
 pub mod pipeline;
-pub mod progress;
 pub mod shard;
 pub mod shutdown;
 pub mod summary;
@@ -99,6 +98,9 @@ pub(crate) use landing_contract as contract;
 pub(crate) use landing_error as error;
 pub(crate) use landing_index::{identity, spill};
 pub(crate) use landing_store as store;
+/// The terminal, from `landing-terminal`, under the name the engine's modules and
+/// the binary use for it.
+pub use landing_terminal as progress;
 
 pub use landing_error::{Error, Result};
 pub use landing_error::{

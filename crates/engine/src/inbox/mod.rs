@@ -383,7 +383,7 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
         },
         recorder: &shared.recorder,
     };
-    let read = match ic.rehash {
+    let read = match ic.base.rehash {
         true => None,
         false => match input.unchanged().await {
             Checked::Unchanged(landed) => return Some(*landed),

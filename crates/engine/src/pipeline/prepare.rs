@@ -97,7 +97,7 @@ pub(super) async fn try_skip(
     }
     // An unchanged input stays skipped when only the contract changed, unless
     // --rehash asks to re-land what an earlier contract landed.
-    if ctx.cfg.reland_other_contract && !rec.landed_under(&ctx.cfg.contract) {
+    if ctx.cfg.rehash && !rec.landed_under(&ctx.cfg.contract) {
         info!(contract = %ctx.cfg.contract.label(), "landed under another contract; re-landing (--rehash)");
         return Ok(None);
     }

@@ -9,7 +9,8 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 
 use landing_engine::compression::{OutputCompression, DEFAULT_MAX_DECOMPRESSED};
-use landing_engine::config::{ContractSource, Progress, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT};
+use landing_engine::config::{ContractSource, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT};
+use landing_engine::progress::Mode as ProgressMode;
 use landing_store::s3::{defaults, ChecksumMode, ConditionalCopy};
 
 use super::hooks::{LineHooks, RunHooks};
@@ -203,11 +204,11 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "LANDING_PROGRESS",
-        value_parser = choice(&Progress::CHOICES, |p| p.name().into()),
+        value_parser = choice(&ProgressMode::CHOICES, |p| p.name().into()),
         default_value = "auto",
         help_heading = "Output"
     )]
-    pub progress: Progress,
+    pub progress: ProgressMode,
 
     /// Push the run's metrics to this Prometheus Pushgateway when it ends
     /// (http(s)://host:port); a failed push is logged and changes nothing else.
@@ -481,7 +482,7 @@ mod tests {
             let run = run_args(&["--output-compression", c.name()]);
             assert_eq!(run.output_compression, c);
         }
-        for p in Progress::CHOICES {
+        for p in ProgressMode::CHOICES {
             assert_eq!(run_args(&["--progress", p.name()]).progress, p);
         }
         for c in ConditionalCopy::ALL {
@@ -497,7 +498,7 @@ mod tests {
         }
         let run = run_args(&[]);
         assert_eq!(run.output_compression, OutputCompression::None);
-        assert_eq!(run.progress, Progress::Auto);
+        assert_eq!(run.progress, ProgressMode::Auto);
         assert_eq!(run.common.s3.s3_conditional_copy, ConditionalCopy::Auto);
         assert_eq!(run.common.s3.s3_request_checksum, None);
     }

@@ -296,7 +296,7 @@ impl Cli {
             Command::Run(a) => {
                 !self.quiet
                     && a.common.log.log_format == LogFormat::Text
-                    && a.progress != landing_engine::config::Progress::Never
+                    && a.progress != landing_engine::progress::Mode::Never
             }
             Command::Check(c) => !self.quiet && c.log.log_format == LogFormat::Text,
             _ => false,
@@ -327,7 +327,7 @@ pub async fn execute(cli: &Cli, shutdown: &Shutdown, terminal: &Terminal) -> Res
             let args = if cli.quiet {
                 // -q: no bars and no line per input (an inbox run still says its totals).
                 let mut a = args.clone();
-                a.progress = landing_engine::config::Progress::Quiet;
+                a.progress = landing_engine::progress::Mode::Quiet;
                 quiet = a;
                 &quiet
             } else {

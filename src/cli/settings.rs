@@ -9,9 +9,10 @@ use landing_engine::budget::{parse_cgroup_limit, parse_size, Memory};
 use landing_engine::compression::OutputCompression;
 use landing_engine::config::{
     input_name, resolve_contract, AuditConfig, Config, DeepConfig, DrillConfig, InboxConfig,
-    Progress, RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
+    RunPlan, DEFAULT_LEASE_TTL, DEFAULT_LEASE_WAIT,
 };
 use landing_engine::hook::Hooks;
+use landing_engine::progress::Mode as ProgressMode;
 use landing_error::{Error, Result};
 use landing_store::s3::{S3Options, PART_SIZE_MIB_RANGE};
 use landing_store::Location;
@@ -213,7 +214,7 @@ impl CommonArgs {
             lease_ttl: Duration::from_secs(DEFAULT_LEASE_TTL),
             lease_wait: Duration::from_secs(DEFAULT_LEASE_WAIT),
             sweep_age: Duration::ZERO,
-            progress: Progress::Auto,
+            progress: ProgressMode::Auto,
             s3: self.s3.options()?,
             input_meta: None,
             memory: self.memory(1)?,

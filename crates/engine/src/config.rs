@@ -20,8 +20,6 @@ pub const DEFAULT_LEASE_TTL: u64 = 180;
 /// expects. Unattended runs set it to cover one TTL (k8s/20-configmap.yaml).
 pub const DEFAULT_LEASE_WAIT: u64 = 0;
 
-pub use crate::progress::Mode as Progress;
-
 /// The validated configuration of one run; functions take this, never the environment.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -44,7 +42,7 @@ pub struct Config {
     /// How long a run waits for a lease another run holds before answering busy.
     pub lease_wait: Duration,
     pub sweep_age: Duration,
-    pub progress: Progress,
+    pub progress: crate::progress::Mode,
     pub s3: S3Options,
     /// The input's size and identity as an inbox listing saw them, recorded in the
     /// checkpoint for cheap skips (a single-input run asks the store instead).

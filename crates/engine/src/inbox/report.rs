@@ -10,7 +10,7 @@ use serde_json::Value;
 use tracing::info;
 
 use super::Landed;
-use crate::config::Progress as Mode;
+use crate::progress::Mode;
 use crate::progress::{self, Terminal};
 use crate::store::Listed;
 use crate::summary::{Action, Totals};

@@ -500,12 +500,12 @@ async fn push_metrics(
         Ok(Outcome::Generated | Outcome::Drill { .. }) => landing_error::EXIT_OK,
         Err(e) => e.exit_code(),
     };
-    let end = landing_engine::metrics::Ending {
+    let end = landing_metrics::Ending {
         exit_code,
         ended_at: time::OffsetDateTime::now_utc().unix_timestamp_nanos() as f64 / 1e9,
         duration: recorder.elapsed(),
     };
-    landing_engine::metrics::push(gw, &cfg.product, shard, &recorder.night(), &end).await;
+    landing_metrics::push(gw, &cfg.product, shard, &recorder.night(), &end).await;
 }
 
 fn contract(c: &ContractCommand) -> Result<()> {

@@ -63,8 +63,9 @@
 //! - [`shard`]: the `--match` glob and the fixed `--shard I/N` hash of input names.
 //! - `history`: run records under `runs/` and the per-stage timer (`Trace`) each
 //!   input's run is handed and fills.
-//! - [`metrics`]: the run's measurements pushed to a Prometheus Pushgateway when it
-//!   ends (`--pushgateway`): the groups, the metric names, the push and its timeout.
+//! - [`metrics`]: what a run measured, summed over its inputs by the `Recorder`
+//!   every input adds to, and the `--pushgateway` settings; the `landing-metrics`
+//!   crate above this one encodes and pushes it when the run ends.
 //! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake;
 //!   `verify --deep` reads each published object through the landing's own pass.
 //! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.

@@ -1,13 +1,5 @@
 use super::*;
 
-fn end(exit_code: i32) -> Ending {
-    Ending {
-        exit_code,
-        ended_at: 1_700_000_000.5,
-        duration: Duration::from_millis(1500),
-    }
-}
-
 fn summary(action: Action, accepted: u64, rejected: u64, duplicate: u64) -> Summary {
     Summary {
         accepted_rows: accepted,
@@ -45,24 +37,6 @@ fn only_http_urls_without_credentials_are_accepted() {
         assert!(!e.to_string().contains("secret") || bad.contains("secret"));
     }
     assert!(Pushgateway::new("http://pg:9091", 0).is_err());
-}
-
-#[test]
-fn a_shard_travels_base64url_encoded() {
-    assert_eq!(
-        group_path("progress", None),
-        "/metrics/job/landing/product/progress"
-    );
-    let shard = crate::shard::Shard::new(0, 4).unwrap();
-    // base64("0/4") = "MC80"; the URL-safe alphabet, no padding.
-    assert_eq!(
-        group_path("progress", Some(shard)),
-        "/metrics/job/landing/product/progress/shard@base64/MC80"
-    );
-    let shard = crate::shard::Shard::new(12, 100).unwrap();
-    let path = group_path("progress", Some(shard));
-    let b64 = path.rsplit('/').next().unwrap();
-    assert!(!b64.contains(['+', '/', '=']), "{b64}");
 }
 
 /// Rows count only published inputs; stages, bytes and waits add up; only inputs
@@ -104,89 +78,4 @@ fn the_recorder_sums_what_its_inputs_measured() {
     assert_eq!(counts, [1, 1, 0, 1, 0, 0, 0, 0]);
     r.count(Action::Failed);
     assert_eq!(r.night().outcomes.get(Action::Failed), 1);
-}
-
-/// The run group names every outcome (zeros included, so a PUT leaves no stale
-/// count) and nothing but fixed sets and bounded input names as labels.
-#[test]
-fn the_run_group_has_every_outcome_and_escapes_input_names() {
-    let mut n = Night::default();
-    for _ in 0..3 {
-        n.outcomes.add(Action::Published);
-    }
-    n.attention
-        .insert("we\"ird\\name.jsonl".into(), Action::Refused);
-    n.stages.insert("stream", 0.25);
-    let text = run_group(&n, &end(65));
-    for a in OUTCOMES {
-        let count = if a == Action::Published { 3 } else { 0 };
-        let line = format!("landing_run_inputs{{outcome=\"{}\"}} {count}", a.as_str());
-        assert!(text.contains(&line), "{line} missing:\n{text}");
-    }
-    assert!(text.contains("landing_run_exit_code 65"), "{text}");
-    assert!(
-        text.contains("landing_run_stage_seconds{stage=\"stream\"} 0.25"),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"landing_input_outcome{input="we\"ird\\name.jsonl",outcome="refused"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains("landing_run_end_timestamp_seconds 1700000000.5"),
-        "{text}"
-    );
-    assert!(
-        !text.contains("# EOF"),
-        "text format 0.0.4, not OpenMetrics"
-    );
-    assert!(!text.contains("last_success"), "marks are their own group");
-}
-
-#[test]
-fn marks_are_pushed_only_for_a_success_or_a_publish() {
-    let mut n = Night::default();
-    assert_eq!(marks_group(&n, &end(1)), None);
-    assert_eq!(marks_group(&n, &end(75)), None);
-    let ok = marks_group(&n, &end(0)).unwrap();
-    assert!(
-        ok.contains("landing_last_success_timestamp_seconds 1700000000.5"),
-        "{ok}"
-    );
-    assert!(!ok.contains("landing_last_publish"), "{ok}");
-    n.outcomes.add(Action::Published);
-    let refused_too = marks_group(&n, &end(65)).unwrap();
-    assert!(
-        refused_too.contains("landing_last_publish_timestamp_seconds"),
-        "{refused_too}"
-    );
-    assert!(
-        !refused_too.contains("landing_last_success"),
-        "{refused_too}"
-    );
-}
-
-#[test]
-fn the_marks_carry_the_highest_log_entry_a_publish_wrote() {
-    let rec = Recorder::default();
-    let m = measured("stage", 1.0, 0);
-    let published = |n| Summary {
-        log_sequence: Some(n),
-        ..summary(Action::Published, 1, 0, 0)
-    };
-    rec.landed("a", Action::Published, Some(&published(41)), &m);
-    rec.landed("b", Action::Published, Some(&published(43)), &m);
-    // A skip names the entry it found; it wrote none, so it moves nothing.
-    let skipped = Summary {
-        log_sequence: Some(99),
-        ..summary(Action::Skipped, 1, 0, 0)
-    };
-    rec.landed("c", Action::Skipped, Some(&skipped), &m);
-    rec.count(Action::Published);
-    let marks = marks_group(&rec.night(), &end(0)).unwrap();
-    assert!(marks.contains("\nlanding_log_sequence 43.0\n"), "{marks}");
-    // A night that published nothing leaves the last number where it was: the POST
-    // of the marks carries no such series.
-    let quiet = marks_group(&Night::default(), &end(0)).unwrap();
-    assert!(!quiet.contains("landing_log_sequence"), "{quiet}");
 }

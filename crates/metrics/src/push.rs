@@ -10,7 +10,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tracing::{info, warn};
 
-use super::{group_path, marks_group, run_group, Ending, Night, Pushgateway};
+use landing_engine::metrics::{Night, Pushgateway};
+use landing_engine::shard::Shard;
+
+use super::{group_path, marks_group, run_group, Ending};
 
 /// Bytes of an error answer kept for the log (the Pushgateway explains a refusal in
 /// a line or two).
@@ -22,7 +25,7 @@ const ANSWER_BYTES: usize = 1024;
 pub async fn push(
     gw: &Pushgateway,
     product: &str,
-    shard: Option<crate::shard::Shard>,
+    shard: Option<Shard>,
     night: &Night,
     end: &Ending,
 ) -> bool {

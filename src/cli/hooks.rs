@@ -15,7 +15,7 @@ use clap::Args;
 use clap::builder::PossibleValue;
 
 #[cfg(feature = "test-hooks")]
-use super::args::choice;
+use super::choice::choice;
 
 use landing_engine::hook::{CrashPoint, Hooks};
 #[cfg(feature = "test-hooks")]

@@ -2,6 +2,7 @@
 //! its `LANDING_*` variable), and the dispatch of a parsed command to the library.
 
 pub mod args;
+mod choice;
 mod hooks;
 mod settings;
 

@@ -275,9 +275,10 @@ impl Expect {
 pub enum CopyFence {
     /// The store honours the destination condition and keeps the bytes on a 412.
     Fenced,
-    /// The store ignores destination conditions on copies (moto 5.2.5).
+    /// The store ignores destination conditions on copies (which S3-compatible
+    /// servers do: the S3 backend's module doc).
     Ignored,
-    /// The store answers 412 but changes the destination anyway (LocalStack 4.14.0).
+    /// The store answers 412 but changes the destination anyway.
     Unsafe,
     /// Conditional copies switched off (`--s3-conditional-copy off`).
     Off,

@@ -34,6 +34,7 @@ mod stream;
 mod tidy;
 mod validator;
 mod whole;
+mod workers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

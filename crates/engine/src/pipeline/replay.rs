@@ -18,7 +18,8 @@ use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
 
 use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
-use super::scan::{spawn_checker, Out, FLUSH_AT, WORKERS};
+use super::scan::{Out, FLUSH_AT, WORKERS};
+use super::workers::start_workers;
 use crate::compression;
 use crate::contract::{Contract, LineFramer, Resume};
 use crate::error::{Error, Result};
@@ -135,11 +136,7 @@ pub(super) async fn replay(
         },
         progress,
     };
-    let (txs, rxs): (Vec<_>, Vec<_>) = (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
-    let (checked, workers): (Vec<_>, Vec<_>) = rxs
-        .into_iter()
-        .map(|rx| spawn_checker(rx, contract.clone(), digester, Compare::No, false))
-        .unzip();
+    let (txs, checked, workers) = start_workers(&contract, digester, Compare::No, false);
     let at = replay.resume;
     let mut dealer = ReplayDealer {
         framer: LineFramer::resume(max_line_bytes, at),
@@ -174,10 +171,7 @@ pub(super) async fn replay(
     let sequenced = seq
         .await
         .map_err(|e| Error::internal("join replay", input, e))?;
-    for w in workers {
-        w.await
-            .map_err(|e| Error::internal("join replay worker", input, e))?;
-    }
+    workers.join(input).await?;
     match (read, sequenced) {
         // A failed read leaves the sequencer short of lines: the read says why.
         (Err(e), _) if !lost => Err(e),

@@ -19,8 +19,9 @@ use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::batch::{check_batch, Batch, Checked, Compare};
+use super::batch::{Batch, Checked, Compare};
 use super::validator::Sequencer;
+use super::workers::start_workers;
 use crate::compression::{self, Broken, Codec, Stored as _};
 use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
@@ -113,21 +114,7 @@ pub(super) async fn scan(
     };
     let (mut dealer, sequencer) = match validate {
         Some((seq, out)) => {
-            let (txs, rxs): (Vec<_>, Vec<_>) =
-                (0..WORKERS).map(|_| mpsc::channel::<Batch>(4)).unzip();
-            let (checked, workers): (Vec<_>, Vec<_>) = rxs
-                .into_iter()
-                .enumerate()
-                .map(|(i, rx)| {
-                    spawn_checker(
-                        rx,
-                        contract.clone(),
-                        digester,
-                        compare,
-                        panic_worker && i == WORKERS - 1,
-                    )
-                })
-                .unzip();
+            let (txs, checked, workers) = start_workers(&contract, digester, compare, panic_worker);
             let stop2 = stop.clone();
             let seq = tokio::task::spawn_blocking(move || sequence(seq, checked, out, &stop2));
             let framer = LineFramer::new(limits.max_line_bytes);
@@ -168,10 +155,7 @@ pub(super) async fn scan(
             let (mut seq, stopped) = s
                 .await
                 .map_err(|e| Error::internal("join sequencer", input, e))?;
-            for w in workers {
-                w.await
-                    .map_err(|e| Error::internal("join validation worker", input, e))?;
-            }
+            workers.join(input).await?;
             match broken {
                 Some(b) => seq.refuse(broken_refusal(b, lines_framed + 1)),
                 None if !stopped => prove_complete(input, &seq, dealt, lost_worker)?,
@@ -518,33 +502,6 @@ fn prove_complete(
 
 /// A validation worker: checks batches as they come, in its own order.
 /// `panic_mid_file` is the `worker-panic` drill: fail on the second batch.
-pub(super) fn spawn_checker(
-    mut rx: mpsc::Receiver<Batch>,
-    contract: Arc<Contract>,
-    digester: Digester,
-    compare: Compare,
-    panic_mid_file: bool,
-) -> (mpsc::Receiver<Checked>, tokio::task::JoinHandle<()>) {
-    let (tx, out) = mpsc::channel::<Checked>(4);
-    let handle = tokio::task::spawn_blocking(move || {
-        let mut n = 0;
-        while let Some(batch) = rx.blocking_recv() {
-            n += 1;
-            assert!(
-                !(panic_mid_file && n == 2),
-                "drill: validation worker panics mid-file"
-            );
-            if tx
-                .blocking_send(check_batch(&batch, &contract, digester, compare))
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    (out, handle)
-}
-
 /// The sequencer: takes checked batches round-robin from the workers (the order
 /// the framer dealt them), so decisions follow input order exactly.
 fn sequence(

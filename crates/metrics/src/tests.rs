@@ -1,30 +1,10 @@
 use super::*;
-use landing_engine::metrics::{Measured, Recorder};
-use landing_engine::summary::Summary;
 
 fn end(exit_code: i32) -> Ending {
     Ending {
         exit_code,
         ended_at: 1_700_000_000.5,
         duration: Duration::from_millis(1500),
-    }
-}
-
-fn summary(action: Action, accepted: u64, rejected: u64, duplicate: u64) -> Summary {
-    Summary {
-        accepted_rows: accepted,
-        rejected_rows: rejected,
-        duplicate_rows: duplicate,
-        ..Summary::new("r".into(), "progress".into(), "i".into(), action)
-    }
-}
-
-fn measured(stage: &'static str, secs: f64, waits: u64) -> Measured {
-    Measured {
-        stages: vec![(stage, secs)],
-        bytes_in: 10,
-        bytes_out: 7,
-        lease_waits: waits,
     }
 }
 
@@ -107,23 +87,11 @@ fn marks_are_pushed_only_for_a_success_or_a_publish() {
 }
 
 #[test]
-fn the_marks_carry_the_highest_log_entry_a_publish_wrote() {
-    let rec = Recorder::default();
-    let m = measured("stage", 1.0, 0);
-    let published = |n| Summary {
-        log_sequence: Some(n),
-        ..summary(Action::Published, 1, 0, 0)
-    };
-    rec.landed("a", Action::Published, Some(&published(41)), &m);
-    rec.landed("b", Action::Published, Some(&published(43)), &m);
-    // A skip names the entry it found; it wrote none, so it moves nothing.
-    let skipped = Summary {
-        log_sequence: Some(99),
-        ..summary(Action::Skipped, 1, 0, 0)
-    };
-    rec.landed("c", Action::Skipped, Some(&skipped), &m);
-    rec.count(Action::Published);
-    let marks = marks_group(&rec.night(), &end(0)).unwrap();
+fn the_marks_carry_the_nights_latest_log_entry() {
+    let mut n = Night::default();
+    n.outcomes.add(Action::Published);
+    n.log_sequence = Some(43);
+    let marks = marks_group(&n, &end(0)).unwrap();
     assert!(marks.contains("\nlanding_log_sequence 43.0\n"), "{marks}");
     // A night that published nothing leaves the last number where it was: the POST
     // of the marks carries no such series.

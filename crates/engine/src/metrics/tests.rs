@@ -79,3 +79,24 @@ fn the_recorder_sums_what_its_inputs_measured() {
     r.count(Action::Failed);
     assert_eq!(r.night().outcomes.get(Action::Failed), 1);
 }
+
+/// The night's log entry is the highest a publish wrote; a skip names the entry it
+/// found and wrote none, so it moves nothing.
+#[test]
+fn the_recorder_keeps_the_highest_log_entry_a_publish_wrote() {
+    let rec = Recorder::default();
+    let m = measured("stage", 1.0, 0);
+    let published = |n| Summary {
+        log_sequence: Some(n),
+        ..summary(Action::Published, 1, 0, 0)
+    };
+    rec.landed("a", Action::Published, Some(&published(41)), &m);
+    rec.landed("b", Action::Published, Some(&published(43)), &m);
+    let skipped = Summary {
+        log_sequence: Some(99),
+        ..summary(Action::Skipped, 1, 0, 0)
+    };
+    rec.landed("c", Action::Skipped, Some(&skipped), &m);
+    assert_eq!(rec.night().log_sequence, Some(43));
+    assert_eq!(Recorder::default().night().log_sequence, None);
+}

@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
@@ -41,6 +42,12 @@ pub const SNAPSHOT_EVERY: u64 = 1000;
 /// replaces, when its checkpoint does not say (only after a crash in the window
 /// between a publish and its checkpoint).
 const REPLACED_LOOKBACK: u64 = 1000;
+
+/// Entries read at once, in order: a reader following a long way behind, a
+/// snapshot and `verify` wait on round trips of this many, not one entry at a time.
+/// Small enough that the 404s of a reader's last window stay few (docs/interface.md
+/// promises a reader at most 10 requests beyond its entries).
+const READ_AHEAD: usize = 8;
 
 /// One commit: a publish of `key`, and what it replaced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -330,15 +337,40 @@ async fn read_numbered<T: for<'de> Deserialize<'de>>(
 
 /// Every entry after `since`, in order, up to the end. A missing entry below the end
 /// (a gap: an entry deleted, or unreadable) is an error naming its key, never skipped.
+///
+/// Read in windows of 1, 2, 4, … up to [`READ_AHEAD`] entries, each read at once: a
+/// reader at the end sends one GET, and one far behind waits on a round trip per
+/// [`READ_AHEAD`] entries. The window that passes the end costs its 404s, at most
+/// `READ_AHEAD - 1`.
 pub async fn read_since(store: &dyn Store, keys: &LogKeys, since: u64) -> Result<Vec<Entry>> {
     let mut out = Vec::new();
     let mut next = since.saturating_add(1);
-    while let Some(e) = read_entry(store, keys, next).await? {
-        out.push(e);
-        next += 1;
+    let mut window = 1u64;
+    loop {
+        let read = read_many(store, keys, next..next.saturating_add(window)).await?;
+        let found = read.iter().take_while(|e| e.is_some()).count() as u64;
+        out.extend(read.into_iter().map_while(|e| e));
+        next += found;
+        if found < window {
+            break;
+        }
+        window = (window * 2).min(READ_AHEAD as u64);
     }
     check_no_entry_after(store, keys, next).await?;
     Ok(out)
+}
+
+/// Entries `numbers`, in order ([`read_entry`] each), [`READ_AHEAD`] in flight.
+async fn read_many(
+    store: &dyn Store,
+    keys: &LogKeys,
+    numbers: std::ops::Range<u64>,
+) -> Result<Vec<Option<Entry>>> {
+    futures_util::stream::iter(numbers)
+        .map(|n| read_entry(store, keys, n))
+        .buffered(READ_AHEAD)
+        .try_collect()
+        .await
 }
 
 /// `absent` has no entry: is it the end? A hint at or past it, or an entry just
@@ -372,8 +404,9 @@ async fn state_at(store: &dyn Store, keys: &LogKeys, at: u64) -> Result<Snapshot
     let mut state: Snapshot = latest_snapshot(store, keys, at).await?.unwrap_or_default();
     let mut by_key: BTreeMap<String, Entry> =
         state.files.drain(..).map(|e| (e.key.clone(), e)).collect();
-    for n in state.sequence + 1..=at {
-        let Some(e) = read_entry(store, keys, n).await? else {
+    let from = state.sequence + 1;
+    for (n, e) in (from..).zip(read_many(store, keys, from..at.saturating_add(1)).await?) {
+        let Some(e) = e else {
             let key = keys.entry(n);
             return Err(corrupt(
                 store,
@@ -634,6 +667,38 @@ mod tests {
         assert!(!is_ours(&store, &keys, 2, "r3").await.unwrap());
         assert!(!is_ours(&store, &keys, 4, "r2").await.unwrap());
         assert_eq!(read_since(&store, &keys, 0).await.unwrap().len(), 3);
+    }
+
+    /// A reader gets every entry after its cursor, in order, whatever the cursor:
+    /// windows of 1, 2, 4, … entries read at once end exactly at the end, and a gap
+    /// inside a window is an error naming the missing entry.
+    #[tokio::test]
+    async fn a_cursor_anywhere_reads_every_later_entry_in_order() {
+        let store = MemoryStore::new();
+        let keys = LogKeys::of("p");
+        let appender = Appender::default();
+        for n in 1..=40 {
+            let e = entry("raw/p/a.jsonl", &format!("r{n}"));
+            append(&store, &keys, e, &appender).await.unwrap();
+        }
+        for since in [0, 1, 2, 3, 14, 15, 16, 31, 38, 39, 40, 41, 500] {
+            let read = read_since(&store, &keys, since).await.unwrap();
+            let numbers: Vec<u64> = read.iter().map(|e| e.sequence).collect();
+            let expected: Vec<u64> = (since + 1..=40).collect();
+            assert_eq!(numbers, expected, "since {since}");
+            let runs: Vec<String> = read.iter().map(|e| e.run_id.clone()).collect();
+            let expected: Vec<String> = (since + 1..=40).map(|n| format!("r{n}")).collect();
+            assert_eq!(runs, expected, "since {since}");
+        }
+        // Entry 27 falls inside the window of 8 that reads 24 to 31.
+        store.delete(&keys.entry(27)).await.unwrap();
+        let e = read_since(&store, &keys, 0).await.unwrap_err().to_string();
+        assert!(
+            e.contains("00000000000000000027.json") && e.contains("gap"),
+            "{e}"
+        );
+        let tail = read_since(&store, &keys, 27).await.unwrap();
+        assert_eq!(tail.len(), 13, "after the gap, 28 to 40");
     }
 
     /// A deleted entry below the end is a gap: an error naming it, never skipped; an

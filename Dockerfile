@@ -29,8 +29,11 @@ WORKDIR /build
 COPY Cargo.toml Cargo.lock ./
 COPY crates/error/Cargo.toml crates/error/
 COPY crates/contract/Cargo.toml crates/contract/
+COPY crates/index/Cargo.toml crates/index/
+COPY crates/terminal/Cargo.toml crates/terminal/
 COPY crates/store/Cargo.toml crates/store/
 COPY crates/engine/Cargo.toml crates/engine/
+COPY crates/metrics/Cargo.toml crates/metrics/
 RUN for c in crates/*/; do mkdir -p "${c}src" && : >"${c}src/lib.rs"; done \
     && mkdir -p src \
     && echo 'fn main() {}' >src/main.rs \

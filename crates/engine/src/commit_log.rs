@@ -338,10 +338,9 @@ async fn read_numbered<T: for<'de> Deserialize<'de>>(
 /// Every entry after `since`, in order, up to the end. A missing entry below the end
 /// (a gap: an entry deleted, or unreadable) is an error naming its key, never skipped.
 ///
-/// Read in windows of 1, 2, 4, … up to [`READ_AHEAD`] entries, each read at once: a
-/// reader at the end sends one GET, and one far behind waits on a round trip per
-/// [`READ_AHEAD`] entries. The window that passes the end costs its 404s, at most
-/// `READ_AHEAD - 1`.
+/// Read in windows of 1, 2, 4, … up to `READ_AHEAD` (8) entries, each read at once:
+/// a reader at the end sends one GET, and one far behind waits on a round trip per 8
+/// entries. The window that passes the end costs its 404s, at most 7.
 pub async fn read_since(store: &dyn Store, keys: &LogKeys, since: u64) -> Result<Vec<Entry>> {
     let mut out = Vec::new();
     let mut next = since.saturating_add(1);

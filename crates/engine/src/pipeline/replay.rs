@@ -18,8 +18,8 @@ use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
 
 use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
-use super::scan::{Out, FLUSH_AT, WORKERS};
-use super::workers::start_workers;
+use super::scan::{Out, FLUSH_AT};
+use super::workers::{start_workers, WORKERS};
 use crate::compression;
 use crate::contract::{Contract, LineFramer, Resume};
 use crate::error::{Error, Result};

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::batch::{Batch, Checked, Compare};
 use super::validator::Sequencer;
-use super::workers::start_workers;
+use super::workers::{start_workers, WORKERS};
 use crate::compression::{self, Broken, Codec, Stored as _};
 use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
@@ -40,9 +40,6 @@ pub(super) enum Out {
     Data(Bytes),
     Quarantine(Bytes),
 }
-
-/// Validation workers: both cores share the bulk of the work (see `validator`).
-pub(super) const WORKERS: usize = 2;
 
 /// What a scan does besides hashing every byte.
 pub(super) enum Scan {

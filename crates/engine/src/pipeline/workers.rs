@@ -7,10 +7,12 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::batch::{check_batch, Batch, Checked, Compare};
-use super::scan::WORKERS;
 use crate::contract::Contract;
 use crate::error::{Error, Result};
 use crate::identity::Digester;
+
+/// Validation workers: both cores share the bulk of the work (see `validator`).
+pub(super) const WORKERS: usize = 2;
 
 /// The validation workers of a pass: the dealer sends batch k to `txs[k % WORKERS]`,
 /// and the sequencer takes it, checked, from `checked[k % WORKERS]`. With

@@ -194,4 +194,85 @@ impl Error {
             },
         }
     }
+
+    /// This failure of a run whose lease was `lost` meanwhile, as the lost lease at
+    /// the step where it surfaced. A run stopped past its lease's deadline (SIGSTOP,
+    /// a paused VM) can resume mid-request and meet what the run that took over did
+    /// (its staging swept, a probe's scratch object gone): that is a conflict a later
+    /// run sorts out (exit 75), not an operational failure. What failed stays in the
+    /// message; a configuration error stays one.
+    pub fn after_lost_lease(self, lost: Error) -> Error {
+        match self {
+            Error::Run {
+                input,
+                step,
+                source,
+            } => Error::Run {
+                input,
+                step,
+                source: Box::new(source.after_lost_lease(lost)),
+            },
+            e @ (Error::Busy { .. } | Error::Config(_) | Error::Conflict(_)) => e,
+            e => Error::Conflict(format!("{lost}; what failed then: {}", chain(&e))),
+        }
+    }
+}
+
+/// An error and its sources, joined by ": ".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost() -> Error {
+        Error::Conflict("conflict: lease L was lost".into())
+    }
+
+    #[test]
+    fn a_failure_after_the_lease_was_lost_is_the_lost_lease_at_its_step() {
+        let swept = Error::NotFound {
+            location: "s3://b/staging/p/r/probe-target/a.jsonl".into(),
+        };
+        let e = swept
+            .at(Step::Connect, "in/a.jsonl")
+            .after_lost_lease(lost());
+        assert_eq!(e.exit_code(), EXIT_BUSY);
+        let Error::Run { step, source, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*step, Step::Connect);
+        assert_eq!(
+            source.to_string(),
+            "conflict: lease L was lost; what failed then: not found: s3://b/staging/p/r/probe-target/a.jsonl"
+        );
+    }
+
+    #[test]
+    fn what_failed_after_the_lease_was_lost_keeps_its_sources() {
+        let io = std::io::Error::other("connection reset");
+        let e = Error::store("CopyObject", "s3://b/k", io).after_lost_lease(lost());
+        assert_eq!(
+            e.to_string(),
+            "conflict: lease L was lost; what failed then: CopyObject s3://b/k: connection reset"
+        );
+    }
+
+    #[test]
+    fn a_configuration_error_stays_one_after_the_lease_was_lost() {
+        let e = Error::Config("bad".into())
+            .at(Step::Connect, "in/a.jsonl")
+            .after_lost_lease(lost());
+        assert_eq!(e.exit_code(), EXIT_USAGE);
+        assert_eq!(e.to_string(), "configuration: bad");
+    }
 }

@@ -160,10 +160,16 @@ async fn land(
         }
     };
     trace.lap("lease");
-    let result = leased(&ctx, &lease, handles.shutdown).await;
-    if result.is_err() && lease.ensure_held().is_err() {
-        tidy::lost_lease(&ctx).await;
-    }
+    let result = match leased(&ctx, &lease, handles.shutdown).await {
+        Err(failed) => match lease.ensure_held() {
+            Err(lost) => {
+                tidy::lost_lease(&ctx).await;
+                Err(failed.after_lost_lease(lost))
+            }
+            Ok(()) => Err(failed),
+        },
+        done => done,
+    };
     // A failed run may have left staging anywhere: the next holder sweeps.
     let clean = result.is_ok() && ctx.clean.load(Ordering::SeqCst);
     if let Err(e) = lease.release(clean).await {

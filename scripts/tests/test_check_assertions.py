@@ -755,6 +755,38 @@ class RealPatternsAccepted(Base):
         self.assertIn("body_empty", offenders)
         self.assertNotIn("body_ok", offenders)
 
+    def test_a_matrix_body_exported_by_the_library(self):
+        # A suite the package's library exports for tests (as landing-store's
+        # conformance module): its bodies resolve through the library's name, and only
+        # its test code asserts.
+        self.tree.write("src/lib.rs", """
+            #[cfg(any(test, feature = "suite"))]
+            pub mod suite;
+            pub fn not_test_code(x: u32) { assert!(x > 0); }
+        """)
+        self.tree.write("src/suite.rs", """
+            pub fn exported_ok(x: u32) { assert_eq!(x, x + 0); }
+            pub fn exported_empty(x: u32) { let _ = x; }
+            fn private_ok(x: u32) { assert_eq!(x, x + 0); }
+        """)
+        self.tree.write("tests/suite/main.rs", """
+            use demo::suite::*;
+            use demo::not_test_code;
+            macro_rules! matrix {
+                ($($t:tt)*) => {};
+            }
+            matrix! {
+                exported_ok: [local];
+                exported_empty: [local];
+                private_ok: [local];
+                not_test_code: [local];
+            }
+        """)
+        offenders = self.tree.offenders()
+        self.assertNotIn("exported_ok", offenders)
+        for name in ("exported_empty", "private_ok", "not_test_code"):
+            self.assertIn(name, offenders)
+
     def test_should_panic_and_panic(self):
         self.tree.suite("""
             #[test]

@@ -30,6 +30,5 @@ mod s3;
 mod skew;
 mod small;
 mod spill;
-mod store_conformance;
 mod terminal;
 mod unattended;

@@ -24,6 +24,7 @@
 //!   conditional writes, the copy fence probed once per store);
 //! - [`memory`]: a map in this process, for tests and embedding (no [`Location`]
 //!   names it, so no command line reaches it).
+//! - `conformance` (feature `conformance`): the suite every backend must pass.
 //!
 //! The crate knows nothing of runs' progress, settings or the lake's folder names:
 //! it builds only on `landing-error`.
@@ -36,6 +37,8 @@ use bytes::Bytes;
 
 use landing_error::{Error, Result};
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod local;
 mod location;
 pub mod memory;

@@ -1,6 +1,6 @@
 //! In-memory backend: a map of keys to bytes in this process, for tests and for
 //! embedding the engine. No [`Location`](crate::Location) names it, so no command
-//! line reaches it. It passes the store conformance suite (`tests/it`) with the
+//! line reaches it. It passes the store conformance suite (`conformance`) with the
 //! semantics the other backends have there:
 //!
 //! - every write makes a new version, an ETag (`"<16 hex digits>"`) from a counter of

@@ -16,28 +16,24 @@ pub mod world;
 
 pub use model::{expected_publish, expected_publish_with};
 pub use paused::{signal, wait_stopped, Paused};
-pub use servers::{test_s3_config, Server};
+pub use servers::Server;
 pub use world::*;
 
-/// A backend a test body runs on: a local lake, one of the S3 test servers, or the
-/// in-memory store of `landing-store` (store-level bodies only: no run of the binary
-/// can use it).
+/// A backend a test body runs on: a local lake or one of the S3 test servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Local,
     Seaweed,
     Moto,
     Localstack,
-    Memory,
 }
 
 impl Backend {
-    /// The S3 server; for `Local` or `Memory` this panics, which in the `const` block
+    /// The S3 server; for `Local` this panics, which in the `const` block
     /// that [`matrix!`]'s `s3` entries put it in is a compile error.
     pub const fn server(self) -> Server {
         match self {
             Backend::Local => panic!("`local` is not an S3 server"),
-            Backend::Memory => panic!("`memory` is not an S3 server"),
             Backend::Seaweed => Server::Seaweed,
             Backend::Moto => Server::Moto,
             Backend::Localstack => Server::Localstack,
@@ -46,42 +42,32 @@ impl Backend {
 }
 
 impl From<Backend> for Kind {
-    /// A lake the binary can run on; `memory` is none (a body that takes a [`Kind`]
-    /// fails on it at once).
+    /// The lake the binary runs on.
     fn from(b: Backend) -> Kind {
         match b {
             Backend::Local => Kind::Local,
-            Backend::Memory => {
-                panic!("`memory` is a library backend: no run of the binary can use it")
-            }
             s3 => Kind::S3(s3.server()),
         }
     }
 }
 
 /// The backend matrix: one test per (body, backend), named `<body>::<backend>`. Each
-/// backend is written as `local`, `seaweed`, `moto`, `localstack` or `memory`; any
-/// other name is a compile error, and so is `local` or `memory` in an `s3` entry.
-/// `memory` only suits bodies that take a [`Backend`] (the store conformance suite).
-/// Entries, each ending in `;`:
+/// backend is written as `local`, `seaweed`, `moto` or `localstack`; any other name
+/// is a compile error, and so is `local` in an `s3` entry. Entries, each ending in `;`:
 ///
 /// - `name: [local, seaweed];` calls `name(backend.into())` (a [`Kind`] or a [`Backend`]);
 /// - `name: [local, seaweed] => body(args...);` calls `body(backend.into(), args...)`;
-/// - `s3 name: [seaweed, moto];` calls `name(server)` with a [`Server`];
-/// - `async name: [local, moto] => runner;` is a `#[tokio::test]` awaiting
-///   `runner(backend.into(), "name", name)` (the runner builds the fixture and awaits
-///   the body on it).
+/// - `s3 name: [seaweed, moto];` calls `name(server)` with a [`Server`].
 macro_rules! matrix {
     (@backend local) => { $crate::support::Backend::Local };
     (@backend seaweed) => { $crate::support::Backend::Seaweed };
     (@backend moto) => { $crate::support::Backend::Moto };
     (@backend localstack) => { $crate::support::Backend::Localstack };
-    (@backend memory) => { $crate::support::Backend::Memory };
     (@backend $other:ident) => {
         compile_error!(concat!(
             "unknown backend `",
             stringify!($other),
-            "` (expected local, seaweed, moto, localstack or memory)"
+            "` (expected local, seaweed, moto or localstack)"
         ))
     };
 
@@ -90,18 +76,6 @@ macro_rules! matrix {
     };
 
     () => {};
-    (async $name:ident: [$($backend:ident),+ $(,)?] => $runner:path; $($rest:tt)*) => {
-        mod $name {
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $backend() {
-                    $runner(matrix!(@backend $backend).into(), stringify!($name), super::$name).await
-                }
-            )+
-        }
-        matrix!($($rest)*);
-    };
     (s3 $name:ident: [$($backend:ident),+ $(,)?]; $($rest:tt)*) => {
         mod $name {
             $(

@@ -4,12 +4,11 @@
 //! meaningful against real servers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_s3::config::Credentials;
 use aws_sdk_s3::Client;
-use landing_store::s3::S3Options;
 
 /// An S3-compatible server started by `scripts/test-servers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,18 +140,4 @@ pub fn unique_bucket(test: &str) -> String {
     stem.truncate(63 - "conf-".len() - suffix.len());
     let stem = stem.trim_matches('-');
     format!("conf-{stem}{suffix}")
-}
-
-/// S3 settings for tests: path-style, the smallest part S3 allows (so multi-part
-/// paths run on small data), modest timeouts.
-pub fn test_s3_config() -> S3Options {
-    S3Options {
-        force_path_style: true,
-        part_size: 5 << 20,
-        upload_concurrency: 2,
-        max_attempts: 3,
-        operation_timeout: Duration::from_secs(120),
-        read_timeout: Duration::from_secs(30),
-        ..S3Options::default()
-    }
 }

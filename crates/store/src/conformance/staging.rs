@@ -1,0 +1,233 @@
+//! Staging and promotion: staged bytes are invisible until promoted, then published
+//! exactly, in any number of parts, under any key; an abort leaves nothing; a staging
+//! past the lease's deadline writes nothing; copies and checksums as configured.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{
+    pattern, promote, read_all, round_trip, spec, stage, stage_bytes, Fixture, MIB, RUN_1,
+};
+use crate::s3::{ChecksumMode, S3Options};
+use crate::{Condition, Expect, Gate};
+use landing_error::Error;
+
+pub async fn stage_complete_promote_publishes_exact_bytes(fx: &dyn Fixture) {
+    let store = fx.lake();
+    let data = pattern(300_001, 2);
+    round_trip(fx, &*store, "a.jsonl", &data, 4096).await;
+}
+
+pub async fn staged_object_is_invisible_before_promote(fx: &dyn Fixture) {
+    let store = fx.lake();
+    let spec = spec("a.jsonl", RUN_1);
+    let data = pattern(10_000, 3);
+    let mut up = stage(&*store, &spec).await;
+    up.write(Bytes::from(data.clone())).await.expect("write");
+    assert!(store.head(&spec.dest_key).await.expect("head").is_none());
+    let staged = up.complete().await.expect("complete");
+    assert!(
+        store.head(&spec.dest_key).await.expect("head").is_none(),
+        "staged bytes are visible at the destination before promote"
+    );
+    assert!(matches!(
+        store.read(&spec.dest_key).await,
+        Err(Error::NotFound { .. })
+    ));
+    promote(&*store, &staged, &Expect::Absent)
+        .await
+        .expect("promote");
+    assert!(read_all(&*store, &spec.dest_key).await == data);
+}
+
+pub async fn abort_leaves_nothing_behind(fx: &dyn Fixture) {
+    let store = fx.lake();
+    let spec = spec("a.jsonl", RUN_1);
+    let mut up = stage(&*store, &spec).await;
+    // More than one 5 MiB part, so a part is in flight or uploaded when aborting.
+    let data = Bytes::from(pattern(6 * MIB, 4));
+    up.write(data.slice(..3 * MIB)).await.expect("write");
+    up.write(data.slice(3 * MIB..)).await.expect("write");
+    up.abort().await.expect("abort");
+    assert!(store.head(&spec.dest_key).await.expect("head").is_none());
+    if fx.stages_as_objects() {
+        assert_eq!(
+            fx.incomplete_uploads().await,
+            BTreeSet::new(),
+            "incomplete uploads"
+        );
+    }
+    assert_eq!(
+        fx.all_keys().await,
+        BTreeSet::new(),
+        "objects or files left"
+    );
+}
+
+/// A run past its lease's deadline adds nothing to staging, so a run that took its
+/// lease over and swept finds everything it left: a new staging is refused, and on
+/// S3 so is the single PutObject of an output started before the deadline (in memory,
+/// its completion).
+pub async fn staging_past_the_deadline_writes_nothing(fx: &dyn Fixture) {
+    let gate = Gate::default();
+    let store = fx.lake().with_run_gate(gate.clone());
+    let mut started = stage(&*store, &spec("a.jsonl", RUN_1)).await;
+    started
+        .write(Bytes::from_static(b"{\"x\":1}\n"))
+        .await
+        .expect("write");
+    gate.deadline.set(Some(Instant::now()));
+    match store.stage("raw/progress/b.jsonl", RUN_1).await {
+        Err(Error::Conflict(m)) => assert!(m.contains("lease deadline passed"), "{m}"),
+        Err(e) => panic!("a staging past the deadline failed otherwise: {e}"),
+        Ok(_) => panic!("a staging started past the deadline"),
+    }
+    if fx.stages_as_objects() {
+        match started.complete().await {
+            Err(Error::Conflict(m)) => assert!(m.contains("lease deadline passed"), "{m}"),
+            other => panic!("a staging completed past the deadline: {:?}", other.err()),
+        }
+        assert_eq!(fx.all_keys().await, BTreeSet::new(), "nothing staged");
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    } else {
+        // A local staging is its temp file, created before the deadline; b's is not.
+        assert_eq!(
+            fx.all_keys().await,
+            BTreeSet::from([format!("raw/progress/.a.jsonl.{RUN_1}.tmp")])
+        );
+    }
+}
+
+pub async fn multi_part_staging_round_trips(fx: &dyn Fixture) {
+    // 12 MiB in 5 MiB parts (5 + 5 + 2), written in odd chunks so part boundaries fall
+    // inside writes; one write larger than a part takes the no-copy path.
+    let store = fx.lake();
+    let data = pattern(12 * MIB, 5);
+    let spec = spec("a.jsonl", RUN_1);
+    let mut up = stage(&*store, &spec).await;
+    let bytes = Bytes::from(data.clone());
+    up.write(bytes.slice(..700_001)).await.expect("write");
+    up.write(bytes.slice(700_001..1_000_000))
+        .await
+        .expect("write");
+    up.write(bytes.slice(1_000_000..1_000_000 + 6 * MIB))
+        .await
+        .expect("write");
+    let mut at = 1_000_000 + 6 * MIB;
+    while at < data.len() {
+        let end = (at + 333_333).min(data.len());
+        up.write(bytes.slice(at..end)).await.expect("write");
+        at = end;
+    }
+    let staged = up.complete().await.expect("complete");
+    assert_eq!(staged.size, data.len() as u64);
+    let meta = promote(&*store, &staged, &Expect::Absent)
+        .await
+        .expect("promote");
+    assert_eq!(meta.size, data.len() as u64);
+    assert!(
+        read_all(&*store, &spec.dest_key).await == data,
+        "published bytes differ"
+    );
+    if fx.stages_as_objects() {
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+}
+
+pub async fn empty_output_round_trips(fx: &dyn Fixture) {
+    let store = fx.lake();
+    round_trip(fx, &*store, "empty.jsonl", &[], 1).await;
+    if fx.stages_as_objects() {
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+}
+
+pub async fn multipart_copy_promotion_round_trips(fx: &dyn Fixture) {
+    let cfg = S3Options {
+        copy_threshold: 6 << 20,
+        ..fx.options()
+    };
+    let store = fx.lake_with(&cfg);
+    let data = pattern(12 * MIB, 6);
+    round_trip(fx, &*store, "big día+1.jsonl", &data, MIB).await;
+    if fx.stages_as_objects() {
+        assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+    }
+    if fx.is_s3() {
+        // A multipart object's ETag ends in `-<parts>`; a CopyObject's does not. 12 MiB
+        // in 5 MiB copy parts is three UploadPartCopy calls.
+        let meta = store
+            .head("raw/progress/big día+1.jsonl")
+            .await
+            .expect("head")
+            .expect("published");
+        let etag = meta.etag().expect("S3 head has an ETag");
+        let parts = (data.len() as u64).div_ceil(cfg.part_size as u64);
+        assert!(
+            etag.trim_matches('"').ends_with(&format!("-{parts}")),
+            "published by a {parts}-part multipart copy, ETag {etag}"
+        );
+    }
+}
+
+pub async fn odd_keys_round_trip(fx: &dyn Fixture) {
+    let store = fx.lake();
+    for (i, name) in ["día 1+2.jsonl", "c++ 100%~x.jsonl", "a=b&c;d,e@f$g.jsonl"]
+        .into_iter()
+        .enumerate()
+    {
+        let data = pattern(1000 + i, 7 + i as u64);
+        round_trip(fx, &*store, name, &data, 333).await;
+        let ck = format!("checkpoints/progress/{name}.json");
+        let v = store
+            .put_small(&ck, Bytes::from_static(b"{}"), Condition::IfAbsent)
+            .await
+            .expect("put odd checkpoint");
+        store
+            .put_small(&ck, Bytes::from_static(b"{ }"), Condition::IfMatch(v))
+            .await
+            .expect("replace odd checkpoint");
+        let got = store.get_small(&ck).await.expect("get").expect("exists");
+        assert_eq!(&got.bytes[..], b"{ }");
+    }
+    let keys = fx.all_keys().await;
+    assert!(
+        keys.contains("raw/progress/día 1+2.jsonl"),
+        "stored under its exact name: {keys:?}"
+    );
+}
+
+/// `when_supported`: the staging upload names CRC32 and the staged object carries it;
+/// `when_required`: no checksum anywhere. Both round-trip a multi-part output, and the
+/// published object reads back through the SDK's response validation.
+pub async fn staging_checksums_follow_the_sdk_setting(fx: &dyn Fixture) {
+    for (mode, with_crc) in [
+        (ChecksumMode::WhenSupported, true),
+        (ChecksumMode::WhenRequired, false),
+    ] {
+        let cfg = S3Options {
+            request_checksum: Some(mode),
+            response_checksum: Some(mode),
+            ..fx.options()
+        };
+        let store = fx.lake_with(&cfg);
+        let name = format!("{mode:?}.jsonl");
+        let data = pattern(11 * MIB, 10);
+        let spec = spec(&name, RUN_1);
+        let staged = stage_bytes(&*store, &spec, &data, MIB).await;
+        let crc32 = fx.crc32(&staged.key).await;
+        assert_eq!(
+            crc32.is_some(),
+            with_crc,
+            "{mode:?}: staged object's CRC32 is {crc32:?}"
+        );
+        let meta = promote(&*store, &staged, &Expect::Absent)
+            .await
+            .expect("promote");
+        assert_eq!(meta.size, data.len() as u64);
+        assert!(read_all(&*store, &spec.dest_key).await == data, "{mode:?}");
+    }
+    assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
+}

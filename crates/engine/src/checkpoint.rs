@@ -542,15 +542,13 @@ mod tests {
         assert!(!unstamped.landed_under(&other));
     }
 
-    fn lake() -> (tempfile::TempDir, crate::store::local::LocalStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::local::LocalStore::new(dir.path());
-        (dir, store)
+    fn lake() -> crate::store::memory::MemoryStore {
+        crate::store::memory::MemoryStore::default()
     }
 
     #[tokio::test]
     async fn read_finds_nothing_then_the_record_written_with_its_version() {
-        let (_dir, store) = lake();
+        let store = lake();
         let none = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
         assert!(none.is_none());
         write(&store, "c.json", &record(), None).await.unwrap();
@@ -567,7 +565,7 @@ mod tests {
 
     #[tokio::test]
     async fn write_replaces_only_the_version_read() {
-        let (_dir, store) = lake();
+        let store = lake();
         write(&store, "c.json", &record(), None).await.unwrap();
         let again = write(&store, "c.json", &record(), None).await;
         assert!(
@@ -592,7 +590,7 @@ mod tests {
 
     #[tokio::test]
     async fn read_refuses_garbage_and_a_record_of_another_input() {
-        let (_dir, store) = lake();
+        let store = lake();
         write(&store, "c.json", &record(), None).await.unwrap();
         for (product, input) in [("enrollment", "a.jsonl"), ("progress", "b.jsonl")] {
             let e = read(&store, "c.json", product, input).await.unwrap_err();
@@ -617,7 +615,7 @@ mod tests {
 
     #[tokio::test]
     async fn published_drift_heads_the_object_the_checkpoint_names() {
-        let (_dir, store) = lake();
+        let store = lake();
         let mut rec = record();
         rec.published_path = store.location("a.jsonl");
         let missing = published_drift(&store, "a.jsonl", &rec).await.unwrap();
@@ -639,7 +637,7 @@ mod tests {
 
     #[tokio::test]
     async fn upgrade_identity_records_the_input_once() {
-        let (_dir, store) = lake();
+        let store = lake();
         write(&store, "c.json", &record(), None).await.unwrap();
         let cur = read(&store, "c.json", "progress", "a.jsonl").await.unwrap();
         let cur = cur.unwrap();

@@ -591,13 +591,13 @@ impl Drop for Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::local::LocalStore;
+    use crate::store::memory::MemoryStore;
     use crate::store::{Capabilities, Listing, ObjectMeta, ObjectReader, Versioned};
     use async_trait::async_trait;
 
     /// A real local store with one scripted misbehaviour of the lease's writes.
     struct Scripted {
-        inner: LocalStore,
+        inner: MemoryStore,
         fault: Fault,
         /// `Fault::FirstRenewalFails`: the failure happened.
         failed: Arc<AtomicBool>,
@@ -680,9 +680,9 @@ mod tests {
         }
     }
 
-    fn scripted(dir: &std::path::Path, fault: Fault) -> Arc<dyn Store> {
+    fn scripted(objects: &MemoryStore, fault: Fault) -> Arc<dyn Store> {
         Arc::new(Scripted {
-            inner: LocalStore::new(dir),
+            inner: objects.clone(),
             fault,
             failed: Arc::new(AtomicBool::new(false)),
         })
@@ -713,16 +713,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_takeover_whose_answer_was_lost_is_ours() {
-        let dir = tempfile::tempdir().unwrap();
+        let objects = MemoryStore::default();
         let expired = serde_json::json!({
             "run_id": "dead", "host": "h", "pid": 1, "acquired_at": "2020-01-01T00:00:00Z",
             "expires_at": "2020-01-01T00:05:00Z",
         });
-        LocalStore::new(dir.path())
+        objects
             .put_small("l.lock", Bytes::from(expired.to_string()), Condition::None)
             .await
             .unwrap();
-        let store = scripted(dir.path(), Fault::ReplaceAnswerLost);
+        let store = scripted(&objects, Fault::ReplaceAnswerLost);
         let seen = seen_for(&*store, "l.lock", HOUR).await;
         let lease = Lease::acquire(
             store,
@@ -735,7 +735,7 @@ mod tests {
         .await
         .expect("the landed takeover is recognised as ours");
         assert!(lease.ensure_held().is_ok(), "the lease is held");
-        let stored = LocalStore::new(dir.path())
+        let stored = objects
             .get_small("l.lock")
             .await
             .unwrap()
@@ -746,8 +746,7 @@ mod tests {
 
     #[tokio::test]
     async fn losing_the_second_create_race_is_busy() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = scripted(dir.path(), Fault::AlwaysBeaten);
+        let store = scripted(&MemoryStore::default(), Fault::AlwaysBeaten);
         let r = Lease::acquire(
             store,
             "l.lock",
@@ -762,8 +761,7 @@ mod tests {
 
     #[tokio::test]
     async fn release_marks_the_lease_free_and_the_next_run_takes_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let a = Lease::acquire(
             store.clone(),
             "l.lock",
@@ -796,8 +794,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_release_after_a_takeover_leaves_the_new_holder_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let a = Lease::acquire(
             store.clone(),
             "l.lock",
@@ -822,8 +819,7 @@ mod tests {
     /// from a dead holder: only the clean release spares the next holder its sweep.
     #[tokio::test]
     async fn the_next_holder_knows_whether_the_last_one_left_staging_clean() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let seen = fresh();
         let take = |run: &'static str| {
             Lease::acquire(
@@ -862,8 +858,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_deadline_stops_writes_when_renewals_cannot_land() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         // A TTL entirely eaten by the margin: the deadline is the moment of acquiring.
         let lease = Lease::acquire(
             store,
@@ -936,8 +931,7 @@ mod tests {
     /// one TTL plus the margin after this process first saw that version.
     #[tokio::test]
     async fn a_busy_lease_says_when_it_may_be_taken_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let o = with_margin(Duration::from_secs(30), Duration::from_secs(10));
         let _a = Lease::acquire(
             store.clone(),
@@ -966,8 +960,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_live_lease_is_busy_for_another_run_and_names_its_holder() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let ttl = opts(Duration::from_secs(60));
         let a = Lease::acquire(
             store.clone(),
@@ -998,8 +991,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_released_lease_is_taken_whatever_its_expiry() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let released = encode(&held_by("old", FAR, true, true));
         store
             .put_small("l.lock", released, Condition::None)
@@ -1022,13 +1014,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_takeover_another_run_won_first_is_busy() {
-        let dir = tempfile::tempdir().unwrap();
+        let objects = MemoryStore::default();
         let expired = encode(&held_by("dead", PAST, false, false));
-        LocalStore::new(dir.path())
+        objects
             .put_small("l.lock", expired, Condition::None)
             .await
             .unwrap();
-        let store = scripted(dir.path(), Fault::ReplaceRaced);
+        let store = scripted(&objects, Fault::ReplaceRaced);
         let seen = seen_for(&*store, "l.lock", HOUR).await;
         let r = Lease::acquire(
             store.clone(),
@@ -1082,8 +1074,7 @@ mod tests {
     /// ours is ahead) is not a takeover: the first look is.
     #[tokio::test]
     async fn a_past_expiry_does_not_free_a_lease_seen_for_the_first_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         held_for_a_minute(&*store, PAST).await;
         let o = with_margin(Duration::from_secs(30), Duration::from_secs(10));
         let seen = fresh();
@@ -1108,8 +1099,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_is_taken_over_once_one_version_stayed_for_its_ttl_and_margin() {
         for expires_at in [FAR, PAST] {
-            let dir = tempfile::tempdir().unwrap();
-            let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
             held_for_a_minute(&*store, expires_at).await;
             let o = with_margin(Duration::from_secs(30), Duration::from_secs(10));
             let take = |seen: Sightings| {
@@ -1134,8 +1124,7 @@ mod tests {
     /// its hour of watching counts for nothing.
     #[tokio::test]
     async fn a_renewed_lease_is_not_taken_over_whatever_was_seen_before() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         held_for_a_minute(&*store, PAST).await;
         let seen = seen_for(&*store, "l.lock", HOUR).await;
         // Local versions are (inode, mtime, size): a renewal writes a new file.
@@ -1176,8 +1165,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_dead_holder_is_taken_over_at_once_only_when_asked() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         a_dead_holders_lease(&*store).await;
         let wait = opts(Duration::from_secs(60)); // instant_takeover: false
         let r = Lease::acquire(
@@ -1232,8 +1220,7 @@ mod tests {
 
     #[tokio::test]
     async fn renewals_keep_the_lease_past_its_ttl() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let lease = Lease::acquire(
             store.clone(),
             "l.lock",
@@ -1257,8 +1244,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_whose_answer_was_lost_keeps_the_lease() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = scripted(dir.path(), Fault::ReplaceAnswerLost);
+        let store = scripted(&MemoryStore::default(), Fault::ReplaceAnswerLost);
         // Fresh (a create): then every renewal lands but answers 412.
         let lease = Lease::acquire(
             store.clone(),
@@ -1278,8 +1264,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_renewal_is_retried_well_before_the_deadline() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = scripted(dir.path(), Fault::FirstRenewalFails);
+        let store = scripted(&MemoryStore::default(), Fault::FirstRenewalFails);
         // Renewals every 500 ms, a retry 125 ms after a failure: the first renewal
         // fails at 500 ms, its retry lands long before the deadline at 1.5 s.
         let lease = Lease::acquire(
@@ -1300,8 +1285,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_that_finds_another_holder_loses_the_lease() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(LocalStore::new(dir.path()));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let lease = Lease::acquire(
             store.clone(),
             "l.lock",

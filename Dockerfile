@@ -32,6 +32,8 @@ COPY crates/contract/Cargo.toml crates/contract/
 COPY crates/index/Cargo.toml crates/index/
 COPY crates/terminal/Cargo.toml crates/terminal/
 COPY crates/store/Cargo.toml crates/store/
+COPY crates/compression/Cargo.toml crates/compression/
+COPY crates/pass/Cargo.toml crates/pass/
 COPY crates/engine/Cargo.toml crates/engine/
 COPY crates/metrics/Cargo.toml crates/metrics/
 RUN for c in crates/*/; do mkdir -p "${c}src" && : >"${c}src/lib.rs"; done \

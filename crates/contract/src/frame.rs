@@ -54,8 +54,8 @@ pub struct Resume {
 /// many chunks). Holds at most `max_line_bytes + 1` bytes of a partial line.
 ///
 /// The only framer: the pipeline feeds it read chunks and packs the lines of each
-/// into a batch for the validation workers (`Batch::frame` in
-/// `pipeline/validator.rs`); [`lines_seen`](Self::lines_seen) is that batch's
+/// into a batch for the validation workers (`Batch::frame` in `landing-pass`'s
+/// `batch.rs`); [`lines_seen`](Self::lines_seen) is that batch's
 /// `through_line`.
 pub struct LineFramer {
     max_line_bytes: usize,

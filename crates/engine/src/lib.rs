@@ -3,11 +3,14 @@
 //! an inbox into the raw zone of a data lake, under a run contract: a retry, a crash
 //! at any instant, an overlapping run or a bad file never doubles, tears or leaks data.
 //!
-//! It builds on three crates of the workspace, which never name it: `landing-error`
-//! (the one error enum and the exit codes), `landing-contract` (the rules of a line,
-//! pure) and `landing-store` (the `Store` trait and its local and S3 backends). The
-//! binary (the root package: its command line, tracing and exit codes) is the only
-//! crate above it. Inside, dependencies point one way: `inbox` → `land` → `pipeline`
+//! It builds on crates of the workspace, which never name it: `landing-error` (the
+//! one error enum and the exit codes), `landing-contract` (the rules of a line,
+//! pure), `landing-store` (the `Store` trait and its local and S3 backends),
+//! `landing-index` (the dedup index), `landing-terminal` (progress), and
+//! `landing-compression` and `landing-pass` (the line pass: frame, check, sequence,
+//! spill, merge, replay). The engine keeps the run around the pass: its stages,
+//! lease, checkpoint and commit log. The binary (the root package: its command
+//! line, tracing and exit codes) is the only crate above it. Inside, dependencies point one way: `inbox` → `land` → `pipeline`
 //! → `lease`, `checkpoint`, `layout` → the store.
 //!
 //! Module map, in the order a run meets them:
@@ -38,16 +41,16 @@
 //! - [`budget`]: the memory budget (`--max-memory`, else the cgroup limit), divided
 //!   by `--jobs`, and the dedup index's share of one run's part of it.
 //! - `spill` (from `landing-index`): when the index reaches its share, sorted runs of digests in
-//!   `--scratch-dir`, merged before the publish (`pipeline/resolve.rs` checks full
-//!   ids; what the merge kept is written by `pipeline/replay.rs`, a second read of
-//!   the input, or by `pipeline/second_pass.rs`, a filtered copy of the staged
-//!   output).
+//!   `--scratch-dir`, merged before the publish (`landing-pass`'s `resolve` checks
+//!   full ids; what the merge kept is written by its `replay`, a second read of the
+//!   input, or by `pipeline/second_pass.rs`, a filtered copy of the staged output).
 //! - [`pipeline`]: the run, read top-down: `pipeline/mod.rs` is the sequence
 //!   (connect, lease, prepare, skip rule, stream, stage, publish, checkpoint, tidy,
 //!   release) and each stage a module that hands its result to the next; its one
 //!   pass over the input frames lines (the contract's framer, packed into batches),
-//!   checks them on both cores and decides in input order (`pipeline/scan.rs`,
-//!   `pipeline/validator.rs`) while `pipeline/stream.rs` writes the staging.
+//!   checks them on both cores and decides in input order (the line pass, crate
+//!   `landing-pass`: `scan`, `validator`) while `pipeline/stream.rs` writes the
+//!   staging; `pipeline/pass.rs` hands the pass its limits and spill plan.
 //! - [`summary`]: the one-line JSON summary printed on stdout, and the outcomes
 //!   (`Action`) everything counts.
 //! - [`progress`] (`landing-terminal`): the process's `Terminal` handle: progress bars on a terminal (an
@@ -69,7 +72,7 @@
 //! - [`audit`]: `landing status` and `landing verify`, read-only views of the lake;
 //!   `verify --deep` reads each published object through the landing's own pass.
 //! - [`drill`]: `landing drill`, the crash diagram rehearsed against a real store.
-//! - [`compression`]: gzip and zstd inputs told by their magic bytes, the
+//! - [`compression`] (`landing-compression`): gzip and zstd inputs told by their magic bytes, the
 //!   published name of a compressed input, the decoder thread the one pass feeds,
 //!   and the encoders of `--output-compression`.
 //! - [`generate`]: deterministic sample inputs for drills, tests and benchmarks.
@@ -78,7 +81,6 @@ pub mod audit;
 pub mod budget;
 mod checkpoint;
 pub mod commit_log;
-pub mod compression;
 pub mod config;
 pub mod drill;
 pub mod generate;
@@ -95,6 +97,9 @@ pub mod shutdown;
 pub mod summary;
 
 // The layers below, under the names the engine's modules use for them.
+/// Compressed inputs and outputs, from `landing-compression`, under the name the
+/// engine's modules and the binary use for it.
+pub use landing_compression as compression;
 pub(crate) use landing_contract as contract;
 pub(crate) use landing_error as error;
 pub(crate) use landing_index::{identity, spill};

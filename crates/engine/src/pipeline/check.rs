@@ -2,8 +2,9 @@
 //! nothing written anywhere.
 
 use super::ctx::{log_outcome, new_run_id, open_input};
-use super::resolve::{digester, resolve, spill_plan};
-use super::scan::{scan, Limits, Scan};
+use super::pass::{limits, spill_plan};
+use super::resolve::{digester, resolve};
+use super::scan::{scan, Scan};
 use super::validator::Sequencer;
 use crate::config::Config;
 use crate::error::{Error, Result, Step, StepExt};
@@ -23,12 +24,12 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
     let v =
         Sequencer::new(cfg.contract.clone(), cfg.max_rejected_lines, reader.size).with_spill(plan);
     let progress = terminal.progress("check", &cfg.input_name, reader.size, cfg.progress);
-    let d = digester(hooks);
+    let d = digester(hooks.pass());
     let (sha256, v) = scan(
         reader,
         &input_location,
         progress,
-        Limits::of(cfg),
+        limits(cfg),
         cfg.contract.clone(),
         Scan::Check(v),
         d,
@@ -44,7 +45,7 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
         d,
         cfg.max_line_bytes,
         &input_location,
-        hooks,
+        hooks.pass(),
         reread,
     )
     .await

@@ -2,11 +2,10 @@
 //! lake when it decided ([`Existing`]), what it staged ([`StagedRun`]), and how a run
 //! names and logs itself. A leaf: the stages import it, it imports no stage.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use landing_pass::random_u64;
 use time::OffsetDateTime;
 use tracing::info;
 
@@ -73,13 +72,6 @@ pub fn new_run_id() -> String {
         now.second(),
         random_u64() as u32
     )
-}
-
-/// Per-process randomness from std's randomly keyed hasher (no extra dependency).
-pub(super) fn random_u64() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(OffsetDateTime::now_utc().unix_timestamp_nanos() as u128);
-    h.finish()
 }
 
 /// Open the input as (store rooted at its folder or prefix, key of the input).

@@ -15,26 +15,22 @@
 //! SIGTERM or SIGINT before the publish drops the work, removes this run's staging
 //! and releases the lease; after the publish the run finishes its checkpoint first.
 
-mod batch;
 mod check;
 mod ctx;
 mod hashed;
 mod leasing;
 mod log_entry;
+mod pass;
 mod prepare;
 mod publish;
 mod published;
-mod replay;
-mod resolve;
-mod scan;
 mod second_pass;
-mod spill_plan;
 mod stage;
 mod stream;
 mod tidy;
-mod validator;
-mod whole;
-mod workers;
+
+// The line pass, from `landing-pass`, under the names the stages use for it.
+use landing_pass::{batch, replay, resolve, scan, spill_plan, validator, whole};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use tracing::{info, warn};
 
 use super::ctx::{log_outcome, Ctx, Existing};
 use super::resolve::digester;
-use super::scan::{scan, Limits, Scan};
+use super::scan::{scan, Scan};
 use super::tidy::sweep_others;
 use crate::checkpoint::{self, Current};
 use crate::error::{Error, Result, Step, StepExt};
@@ -120,8 +120,8 @@ async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
     let progress =
         ctx.terminal
             .progress("hash", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
-    let d = digester(ctx.hooks);
-    let limits = Limits::of(ctx.cfg);
+    let d = digester(ctx.hooks.pass());
+    let limits = super::pass::limits(ctx.cfg);
     let (sha, _) = scan(
         reader,
         &ctx.input_location,

@@ -72,11 +72,11 @@ where
         budget.share,
         &budget.scratch_dir,
         &new_run_id(),
-        budget.hooks,
+        budget.hooks.pass(),
     );
     // No cap: every rejected line is counted, none refuses the object.
     let seq = Sequencer::new(contract.clone(), u64::MAX, reader.size).with_spill(plan);
-    let d = digester(budget.hooks);
+    let d = digester(budget.hooks.pass());
     let limits = Limits {
         max_line_bytes: MAX_PUBLISHED_LINE,
         max_decompressed: u64::MAX,
@@ -99,7 +99,7 @@ where
         d,
         MAX_PUBLISHED_LINE,
         location,
-        budget.hooks,
+        budget.hooks.pass(),
         reread,
     )
     .await?;

@@ -1,12 +1,15 @@
 //! The second pass: a spilled run that staged every line as it came (no copy seen
 //! before its spill, so none expected after it) and whose merge then found later
-//! copies, copies its staged output to a second staging without them. The other
-//! way a spilled run ends is the replay (`replay.rs`), which the sequencer chooses
-//! at the spill when the index had already collapsed copies: it writes the output
-//! once, at the price of a second read of the input.
+//! copies, copies its staged output to a second staging without them (the lines
+//! kept by `landing-pass`'s `Filter`). The other way a spilled run ends is the
+//! replay (`landing-pass`'s `replay`), which the sequencer chooses at the spill
+//! when the index had already collapsed copies: it writes the output once, at the
+//! price of a second read of the input.
 
 use bytes::Bytes;
 use fixedbitset::FixedBitSet;
+
+use landing_pass::filter::Filter;
 
 use super::hashed::Hashed;
 use crate::compression::{self, Codec, Encoder, OutputCompression};
@@ -119,59 +122,5 @@ impl Rewrite<'_> {
             self.out.write(tail).await?;
         }
         Ok(())
-    }
-}
-
-/// Drops output lines by ordinal, across chunk boundaries.
-#[derive(Default)]
-pub(super) struct Filter {
-    ordinal: usize,
-    partial: Vec<u8>,
-}
-
-impl Filter {
-    pub(super) fn push(&mut self, chunk: &[u8], drops: &FixedBitSet) -> Bytes {
-        let mut kept = Vec::with_capacity(chunk.len() + self.partial.len());
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', chunk) {
-            let line = &chunk[start..=end];
-            if !drops.contains(self.ordinal) {
-                kept.extend_from_slice(&self.partial);
-                kept.extend_from_slice(line);
-            }
-            self.partial.clear();
-            self.ordinal += 1;
-            start = end + 1;
-        }
-        self.partial.extend_from_slice(&chunk[start..]);
-        Bytes::from(kept)
-    }
-
-    /// Every staged line ends in a newline; a tail without one is kept as it is.
-    pub(super) fn finish(&mut self, drops: &FixedBitSet) -> Bytes {
-        if self.partial.is_empty() || drops.contains(self.ordinal) {
-            return Bytes::new();
-        }
-        Bytes::from(std::mem::take(&mut self.partial))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_filter_drops_lines_by_ordinal_across_chunks() {
-        let mut drops = FixedBitSet::with_capacity(8);
-        drops.insert(1);
-        drops.insert(3);
-        let text = b"a0\nb1\nc2\nd3\ne4";
-        let mut f = Filter::default();
-        let mut out = Vec::new();
-        for chunk in text.chunks(2) {
-            out.extend_from_slice(&f.push(chunk, &drops));
-        }
-        out.extend_from_slice(&f.finish(&drops));
-        assert_eq!(out, b"a0\nc2\ne4");
     }
 }

@@ -9,11 +9,11 @@ use tracing::{info, warn};
 
 use super::ctx::{log_outcome, Ctx};
 use super::hashed::Hashed;
+use super::pass;
 use super::replay::replay;
 use super::resolve::digester;
 use super::resolve::resolve;
-use super::resolve::spill_plan;
-use super::scan::{scan, Limits, Out, Scan};
+use super::scan::{scan, Out, Scan};
 use super::validator::{Counts, Sequencer};
 use crate::compression::Encoder;
 use crate::error::{Error, Result, Step, StepExt};
@@ -56,20 +56,20 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
         .map(Hashed::new)
         .at(Step::Stage, input)?;
     sweep_scratch(ctx);
-    let plan = spill_plan(ctx.cfg, &ctx.run_id, ctx.hooks);
+    let plan = pass::spill_plan(ctx.cfg, &ctx.run_id, ctx.hooks);
     let v = Sequencer::new(
         ctx.cfg.contract.clone(),
         ctx.cfg.max_rejected_lines,
         reader.size,
     )
     .with_spill(plan);
-    let digester = digester(ctx.hooks);
+    let digester = digester(ctx.hooks.pass());
     let progress =
         ctx.terminal
             .progress("land", &ctx.cfg.input_name, reader.size, ctx.cfg.progress);
     let encoder = encoded(encoding, input);
     let writer = write_staging(ctx, data, out_rx);
-    let limits = Limits::of(ctx.cfg);
+    let limits = pass::limits(ctx.cfg);
     // The pass, its resolution and a spilled run's replay all write through `out_tx`:
     // the staging writer ends when this drops it.
     let body = async move {
@@ -115,8 +115,8 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     })
 }
 
-/// After the pass: resolve what it left open (`resolve.rs`) and, for a spilled run,
-/// write the lines it held back (`replay.rs`) through `out_tx`.
+/// After the pass: resolve what it left open (`landing-pass`'s `resolve`) and, for
+/// a spilled run, write the lines it held back (its `replay`) through `out_tx`.
 async fn settle(
     ctx: &Ctx<'_>,
     mut v: Sequencer,
@@ -130,7 +130,13 @@ async fn settle(
     let max_line = ctx.cfg.max_line_bytes;
     let contract = &ctx.cfg.contract;
     let resolution = resolve(
-        &mut v, contract, digester, max_line, input, ctx.hooks, reread,
+        &mut v,
+        contract,
+        digester,
+        max_line,
+        input,
+        ctx.hooks.pass(),
+        reread,
     )
     .await?;
     if let Some(s) = &resolution.spill {
@@ -155,7 +161,7 @@ async fn settle(
             0 => ctx.input.read(&ctx.input_key).await?,
             at => ctx.input.read_from(&ctx.input_key, at).await?,
         };
-        let (c, hooks) = (contract.clone(), ctx.hooks);
+        let (c, hooks) = (contract.clone(), ctx.hooks.pass());
         if at + reader.size != first_size {
             // Not the bytes the pass hashed: an input must not change under a run.
             let why = format!(

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::hook::Hooks;
+use crate::hook::PassHooks;
 use crate::identity::DedupIndex;
 use crate::spill::{Fingerprints, Record};
 
@@ -17,7 +17,7 @@ pub struct SpillPlan {
     pub share: usize,
     /// Test hook: spill every this many distinct events (and records).
     pub every: Option<usize>,
-    pub hooks: Hooks,
+    pub hooks: PassHooks,
 }
 
 impl SpillPlan {
@@ -27,7 +27,7 @@ impl SpillPlan {
         share: Option<u64>,
         scratch_dir: &std::path::Path,
         run_id: &str,
-        hooks: Hooks,
+        hooks: PassHooks,
     ) -> Option<SpillPlan> {
         if share.is_none() && hooks.spill_every.is_none() {
             return None;
@@ -43,11 +43,11 @@ impl SpillPlan {
 
     /// The index may take three quarters of the share; the rest is the buffer the
     /// index is written out through when it spills.
-    pub(super) fn index_bytes(&self) -> usize {
+    pub fn index_bytes(&self) -> usize {
         self.share / 4 * 3
     }
 
-    pub(super) fn index_events(&self) -> usize {
+    pub fn index_events(&self) -> usize {
         self.every
             .unwrap_or_else(|| DedupIndex::events_within(self.index_bytes()))
             .max(1)
@@ -56,7 +56,7 @@ impl SpillPlan {
     /// Records buffered before a run is written, leaving room for the bitsets of the
     /// merge (a bit per input line and per output line, `lines` estimated) and for
     /// the fingerprint table while it lives (`table` bytes).
-    pub(super) fn records_per_run(&self, lines: usize, table: usize) -> usize {
+    pub fn records_per_run(&self, lines: usize, table: usize) -> usize {
         self.every.unwrap_or_else(|| {
             let bitsets = lines / 4;
             (self.share.saturating_sub(bitsets + table) / Record::BYTES).max(1024)
@@ -66,7 +66,7 @@ impl SpillPlan {
     /// The fingerprint table a spill makes: the index's room less the merge's
     /// bitsets, at 8 bytes an event, so the record buffers keep the rest of the
     /// share (a test hook: twice `every` events, or as many as it says).
-    pub(super) fn fingerprints(&self, lines: usize) -> Fingerprints {
+    pub fn fingerprints(&self, lines: usize) -> Fingerprints {
         let table = match (self.hooks.spill_table, self.every) {
             (Some(n), _) => Fingerprints::with_room(n),
             (None, Some(every)) => Fingerprints::with_room(every.saturating_mul(2)),

@@ -12,14 +12,14 @@
 use std::sync::Arc;
 
 #[cfg(doc)]
-use super::batch::{check_batch, Batch};
-use super::batch::{Checked, Item, LineSum, RawForm};
-use super::spill_plan::SpillPlan;
+use crate::batch::{check_batch, Batch};
+use crate::batch::{Checked, Item, LineSum, RawForm};
 use crate::contract::{self, Contract, Reason, Resume};
 use crate::hook::CrashPoint;
 use crate::identity::{DedupIndex, Digests, Seen};
+use crate::report::{Refusal, RefusalKind, Rejected};
 use crate::spill::{Call, Fingerprints, Record, Scratch};
-use crate::summary::{Refusal, RefusalKind, Rejected};
+use crate::spill_plan::SpillPlan;
 
 /// Row counts of one input.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -570,7 +570,7 @@ fn reject(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::Hooks;
+    use crate::hook::PassHooks;
     use crate::identity::Digester;
     use std::path::Path;
 
@@ -628,17 +628,17 @@ mod tests {
     /// A sequencer of an input of unknown size (its index sized at the estimate's
     /// floor, 1024 events) whose index's share of the budget is `share` bytes
     /// (`None`: no budget).
-    fn spilling(dir: &Path, share: Option<u64>, hooks: Hooks) -> Sequencer {
+    fn spilling(dir: &Path, share: Option<u64>, hooks: PassHooks) -> Sequencer {
         let plan = SpillPlan::of(share, dir, "r", hooks);
         assert!(plan.is_some());
         plain(0).with_spill(plan)
     }
 
     /// Spill every 4 distinct events (the table then has room for 8).
-    fn every_4() -> Hooks {
-        Hooks {
+    fn every_4() -> PassHooks {
+        PassHooks {
             spill_every: Some(4),
-            ..Hooks::default()
+            ..PassHooks::default()
         }
     }
 
@@ -668,9 +668,9 @@ mod tests {
         let file = root.path().join("a-file");
         std::fs::write(&file, b"").unwrap();
         let dir = file.join("scratch");
-        let hooks = Hooks {
+        let hooks = PassHooks {
             spill_every: Some(2),
-            ..Hooks::default()
+            ..PassHooks::default()
         };
         let plan = SpillPlan::of(None, &dir, "r", hooks);
         let mut seq = Sequencer::new(contract::progress(), 5, 0).with_spill(plan);
@@ -902,7 +902,7 @@ mod tests {
     fn the_index_spills_when_its_growth_would_pass_its_share() {
         let root = tempfile::tempdir().unwrap();
         // 96_396 bytes: the index's 3/4 is 72_297 bytes (room for 2560 events).
-        let mut seq = spilling(root.path(), Some(96_396), Hooks::default());
+        let mut seq = spilling(root.path(), Some(96_396), PassHooks::default());
         seq.apply(&checked(1, &events(1, 1024), Resume::default()));
         assert_eq!(seq.distinct_events(), 1024);
         assert_eq!(entries(root.path()), 0);
@@ -917,7 +917,7 @@ mod tests {
     fn a_growth_that_fits_the_share_does_not_spill() {
         let root = tempfile::tempdir().unwrap();
         // 96_400 bytes: the index's 3/4 is 72_300 bytes, just what its growth holds.
-        let mut seq = spilling(root.path(), Some(96_400), Hooks::default());
+        let mut seq = spilling(root.path(), Some(96_400), PassHooks::default());
         seq.apply(&checked(1, &events(1, 1030), Resume::default()));
         assert_eq!(seq.distinct_events(), 1030);
         assert_eq!(entries(root.path()), 0);
@@ -929,7 +929,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         // 4000 bytes: the index has 3000 (106 events), the dump 1000 bytes, two
         // buffers of 12 records of 40 bytes.
-        let mut seq = spilling(root.path(), Some(4000), Hooks::default());
+        let mut seq = spilling(root.path(), Some(4000), PassHooks::default());
         seq.apply(&checked(1, &events(1, 106), Resume::default()));
         assert_eq!(entries(root.path()), 0);
         seq.apply(&checked(107, &events(107, 107), Resume::default()));
@@ -1038,9 +1038,9 @@ mod tests {
     #[test]
     fn the_buffer_after_the_table_is_reserved_at_the_larger_size() {
         let root = tempfile::tempdir().unwrap();
-        let hooks = Hooks {
+        let hooks = PassHooks {
             spill_table: Some(1028),
-            ..Hooks::default()
+            ..PassHooks::default()
         };
         let mut seq = spilling(root.path(), Some(80_000), hooks);
         // Events 1025 to 1028 fill the table; 1029 comes after it.

@@ -6,6 +6,12 @@
 //! The input's identity stays the SHA-256 of its stored bytes (hashed before this
 //! module sees them); only the line framer sees the decoded content. The name
 //! decides only the published name; how a file is read is decided by its magic bytes.
+//!
+//! A crate of its own because both the line pass (`landing-pass`, which decodes
+//! inputs) and the engine (the published names, the encoders, the recorded
+//! `--output-compression`) use it; the engine re-exports it as `compression`. It
+//! reads through `landing-store`'s `ObjectReader` and knows nothing of contracts,
+//! lines or runs.
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -13,8 +19,8 @@ use std::io::{Read, Write};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use crate::error::{Error, Result};
-use crate::store::{Listed, ObjectReader};
+use landing_error::{Error, Result};
+use landing_store::{Listed, ObjectReader};
 
 /// Decoded content is handed on in pieces of at most this size, so decoding holds
 /// at most this much (plus the decoder's own window) whatever the ratio or the line
@@ -587,9 +593,9 @@ mod tests {
     fn two_forms_of_one_input_are_split_off() {
         let listed = |name: &str| Listed {
             name: name.to_owned(),
-            meta: crate::store::ObjectMeta {
+            meta: landing_store::ObjectMeta {
                 size: 1,
-                version: crate::store::Version::ETag("e".into()),
+                version: landing_store::Version::ETag("e".into()),
             },
             modified_ns: 0,
         };

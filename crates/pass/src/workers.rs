@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::batch::{check_batch, Batch, Checked, Compare};
+use crate::batch::{check_batch, Batch, Checked, Compare};
 use crate::contract::Contract;
 use crate::error::{Error, Result};
 use crate::identity::Digester;
 
 /// Validation workers: both cores share the bulk of the work (see `validator`).
-pub(super) const WORKERS: usize = 2;
+pub const WORKERS: usize = 2;
 
 /// The validation workers of a pass: the dealer sends batch k to `txs[k % WORKERS]`,
 /// and the sequencer takes it, checked, from `checked[k % WORKERS]`. With
 /// `panic_last`, the last worker panics mid-file (the drill's scenario).
-pub(super) fn start_workers(
+pub fn start_workers(
     contract: &Arc<Contract>,
     digester: Digester,
     compare: Compare,
@@ -40,10 +40,10 @@ pub(super) fn start_workers(
 }
 
 /// The threads of [`start_workers`], joined once the sequencer is done.
-pub(super) struct Workers(Vec<tokio::task::JoinHandle<()>>);
+pub struct Workers(Vec<tokio::task::JoinHandle<()>>);
 
 impl Workers {
-    pub(super) async fn join(self, input: &str) -> Result<()> {
+    pub async fn join(self, input: &str) -> Result<()> {
         for w in self.0 {
             w.await
                 .map_err(|e| Error::internal("join validation worker", input, e))?;

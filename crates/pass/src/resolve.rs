@@ -1,63 +1,56 @@
 //! After the one pass: settle what the pass could not decide alone, before anything
 //! is published. A spilled index's runs are merged (what they decide, the replay
-//! writes, `replay.rs`, or the second pass drops, `second_pass.rs`), and every suspect (a canonical
-//! form not seen under its id digest) has its full id compared with the earlier
-//! lines', by a second read of the input: only the same id with another payload
-//! refuses the file, at the line and with the counts the in-memory pass would give.
+//! writes, `replay.rs`, or the engine's second pass drops, through `filter.rs`),
+//! and every suspect (a canonical form not seen under its id digest) has its full
+//! id compared with the earlier lines', by a second read of the input: only the
+//! same id with another payload refuses the file, at the line and with the counts
+//! the in-memory pass would give.
 
 use std::collections::{HashMap, HashSet};
 
 use fixedbitset::FixedBitSet;
 
-use super::batch::LineSum;
-use super::replay::Replay;
-use super::spill_plan::SpillPlan;
-use super::validator::{Counts, Sequencer, Spilled, Suspect, MAX_SUSPECTS};
+use crate::batch::LineSum;
 use crate::compression;
-use crate::config::Config;
 use crate::contract::{self, Contract, Line, LineFramer, Resume, Verdict};
 use crate::error::{Error, Result};
-use crate::hook::{CrashPoint, Hooks};
+use crate::hook::{CrashPoint, PassHooks};
 use crate::identity::Digester;
+use crate::replay::Replay;
+use crate::report::{Refusal, RefusalKind, SpillReport};
 use crate::spill::{self, Merged, Scratch};
 use crate::store::ObjectReader;
-use crate::summary::{Refusal, RefusalKind, SpillReport};
+use crate::validator::{Counts, Sequencer, Spilled, Suspect, MAX_SUSPECTS};
 
 /// This run's digests: a fresh seed, and the test hook's narrowed id digests.
-pub(super) fn digester(hooks: Hooks) -> Digester {
-    let d = Digester::new(super::ctx::random_u64());
+pub fn digester(hooks: PassHooks) -> Digester {
+    let d = Digester::new(crate::random_u64());
     match hooks.id_digest_bits {
         Some(bits) => d.with_key_bits(bits),
         None => d,
     }
 }
 
-/// Where and when this run's index spills: with a budget, past its share of it
-/// (`crate::budget`); without one, never (unless a test hook says every N events).
-pub(super) fn spill_plan(cfg: &Config, run_id: &str, hooks: Hooks) -> Option<SpillPlan> {
-    SpillPlan::of(cfg.index_share(), &cfg.scratch_dir, run_id, hooks)
-}
-
 /// What the resolution leaves for the stages after it.
 #[derive(Debug, Default)]
-pub(super) struct Resolution {
+pub struct Resolution {
     /// The lines a spilled run held back, to write by a replay (none if refused).
-    pub(super) replay: Option<Replay>,
+    pub replay: Option<Replay>,
     /// Lines of the staged output to drop (a second pass), if a spilled run that
     /// staged every line has later copies.
-    pub(super) drops: Option<FixedBitSet>,
-    pub(super) spill: Option<SpillReport>,
+    pub drops: Option<FixedBitSet>,
+    pub spill: Option<SpillReport>,
 }
 
 /// Settle the sequencer's outcome: merge its spill, check its suspects' ids (asking
 /// `reread` for a fresh read of the input), and set its final counts and refusal.
-pub(super) async fn resolve<F, Fut>(
+pub async fn resolve<F, Fut>(
     seq: &mut Sequencer,
     contract: &Contract,
     digester: Digester,
     max_line_bytes: usize,
     input: &str,
-    hooks: Hooks,
+    hooks: PassHooks,
     reread: F,
 ) -> Result<Resolution>
 where
@@ -219,7 +212,7 @@ async fn merge(
     sp: Spilled,
     (outputs, lines): (u64, u64),
     input: &str,
-    hooks: Hooks,
+    hooks: PassHooks,
 ) -> Result<(Merged, Scratch, u64)> {
     tokio::task::spawn_blocking(move || {
         let dir = sp.writer.dir().to_owned();
@@ -245,7 +238,7 @@ async fn merge(
 
 /// Counts of the lines before a suspect, from the second read.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Prefix {
+pub struct Prefix {
     accepts: u64,
     rejects: u64,
 }
@@ -273,7 +266,7 @@ async fn check_ids(
 }
 
 /// The second read's state: the ids seen under the suspects' digests.
-pub(super) struct IdCheck<'a> {
+pub struct IdCheck<'a> {
     contract: &'a Contract,
     framer: LineFramer,
     digester: Digester,
@@ -289,7 +282,7 @@ pub(super) struct IdCheck<'a> {
 }
 
 impl<'a> IdCheck<'a> {
-    pub(super) fn new(
+    pub fn new(
         contract: &'a Contract,
         digester: Digester,
         max_line_bytes: usize,
@@ -314,7 +307,7 @@ impl<'a> IdCheck<'a> {
         self.found.is_some() || self.next >= self.suspects.len()
     }
 
-    pub(super) fn feed(&mut self, chunk: &[u8]) {
+    pub fn feed(&mut self, chunk: &[u8]) {
         let mut framer = std::mem::replace(&mut self.framer, LineFramer::new(1));
         let _ = framer.push(chunk, |line| {
             self.line(line);
@@ -323,7 +316,7 @@ impl<'a> IdCheck<'a> {
         self.framer = framer;
     }
 
-    pub(super) fn finish(mut self) -> Option<(Suspect, Prefix)> {
+    pub fn finish(mut self) -> Option<(Suspect, Prefix)> {
         let mut framer = std::mem::replace(&mut self.framer, LineFramer::new(1));
         let _ = framer.finish(|line| {
             self.line(line);
@@ -382,10 +375,11 @@ impl<'a> IdCheck<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::batch::{check_batch, Batch, Compare};
-    use crate::pipeline::replay::replay_in_memory;
-    use crate::pipeline::second_pass::Filter;
-    use crate::summary::Rejected;
+    use crate::batch::{check_batch, Batch, Compare};
+    use crate::filter::Filter;
+    use crate::replay::replay_in_memory;
+    use crate::report::Rejected;
+    use crate::spill_plan::SpillPlan;
     use bytes::Bytes;
 
     /// Everything a run decides about an input, to compare two ways of deciding it.
@@ -413,11 +407,11 @@ mod tests {
         bits: Option<u32>,
         replay: Option<bool>,
     ) -> Outcome {
-        let hooks = Hooks {
+        let hooks = PassHooks {
             spill_every: every,
             id_digest_bits: bits,
             spill_replay: replay,
-            ..Hooks::default()
+            ..PassHooks::default()
         };
         land_hooks(input, cap, hooks).await.unwrap().0
     }
@@ -427,7 +421,7 @@ mod tests {
     async fn land_hooks(
         input: &[u8],
         cap: u64,
-        hooks: Hooks,
+        hooks: PassHooks,
     ) -> Result<(Outcome, Option<SpillReport>)> {
         let root = tempfile::tempdir().unwrap();
         let every = hooks.spill_every;
@@ -540,11 +534,11 @@ mod tests {
                             .into_iter()
                             .flat_map(|t| ways.map(|w| (t, w)));
                         for (table, replay) in rooms.chain([(Some(10_000), None)]) {
-                            let hooks = Hooks {
+                            let hooks = PassHooks {
                                 spill_every: Some(every),
                                 spill_replay: replay,
                                 spill_table: table,
-                                ..Hooks::default()
+                                ..PassHooks::default()
                             };
                             let (spilled, _) =
                                 land_hooks(input.as_bytes(), cap, hooks).await.unwrap();
@@ -606,11 +600,11 @@ mod tests {
         let expected = land(input.as_bytes(), 1000, None, None).await;
         assert!(expected.counts.duplicates > 20, "{:?}", expected.counts);
         for replay in [None, Some(true), Some(false)] {
-            let hooks = Hooks {
+            let hooks = PassHooks {
                 spill_every: Some(10),
                 spill_table: Some(10_000),
                 spill_replay: replay,
-                ..Hooks::default()
+                ..PassHooks::default()
             };
             let (o, spill) = land_hooks(input.as_bytes(), 1000, hooks).await.unwrap();
             assert_eq!(o, expected, "replay {replay:?}");
@@ -619,10 +613,10 @@ mod tests {
             assert!(!spill.replayed && !spill.second_pass, "{spill:?}");
         }
         // A table that fills part way: the copies after it are replayed or dropped.
-        let hooks = Hooks {
+        let hooks = PassHooks {
             spill_every: Some(10),
             spill_table: Some(60),
-            ..Hooks::default()
+            ..PassHooks::default()
         };
         let (o, spill) = land_hooks(input.as_bytes(), 1000, hooks).await.unwrap();
         assert_eq!(o, expected);
@@ -634,11 +628,11 @@ mod tests {
     #[tokio::test]
     async fn a_copy_the_table_called_wrongly_fails_the_run() {
         let input: String = (1..=100).map(|i| ev(i, 0) + "\n").collect();
-        let hooks = Hooks {
+        let hooks = PassHooks {
             spill_every: Some(5),
             id_digest_bits: Some(2),
             fingerprint_bits: Some(0),
-            ..Hooks::default()
+            ..PassHooks::default()
         };
         let err = land_hooks(input.as_bytes(), 0, hooks).await.unwrap_err();
         let source = std::error::Error::source(&err).map(ToString::to_string);
@@ -648,7 +642,7 @@ mod tests {
             "{text}"
         );
         // With its canonical bits the same squeezed day lands whole.
-        let hooks = Hooks {
+        let hooks = PassHooks {
             fingerprint_bits: None,
             ..hooks
         };
@@ -663,9 +657,9 @@ mod tests {
     #[tokio::test]
     async fn more_suspects_than_held_without_a_collision_fail_the_run() {
         let input: String = (1..=5000).map(|i| ev(i, 0) + "\n").collect();
-        let hooks = Hooks {
+        let hooks = PassHooks {
             id_digest_bits: Some(2),
-            ..Hooks::default()
+            ..PassHooks::default()
         };
         let err = land_hooks(input.as_bytes(), 0, hooks).await.unwrap_err();
         let source = std::error::Error::source(&err).map(ToString::to_string);

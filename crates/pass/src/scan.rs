@@ -19,30 +19,30 @@ use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::batch::{Batch, Checked, Compare};
-use super::validator::Sequencer;
-use super::workers::{start_workers, WORKERS};
+use crate::batch::{Batch, Checked, Compare};
 use crate::compression::{self, Broken, Codec, Stored as _};
 use crate::contract::{Contract, LineFramer};
 use crate::error::{Error, Result};
 use crate::identity::{hex, Digester};
 use crate::progress::Progress;
+use crate::report::{Refusal, RefusalKind};
 use crate::store::{BlockingRead, ObjectReader};
-use crate::summary::{Refusal, RefusalKind};
+use crate::validator::Sequencer;
+use crate::workers::{start_workers, WORKERS};
 
 /// Input is read in chunks of this size.
 const READ_CHUNK: usize = 1 << 20;
 /// Output is handed to the store in pieces of at least this size.
-pub(super) const FLUSH_AT: usize = 1 << 20;
+pub const FLUSH_AT: usize = 1 << 20;
 
 /// Output of the sequencer, in input order.
-pub(super) enum Out {
+pub enum Out {
     Data(Bytes),
     Quarantine(Bytes),
 }
 
 /// What a scan does besides hashing every byte.
-pub(super) enum Scan {
+pub enum Scan {
     /// Nothing: the hash alone (an unchanged input's rerun).
     Hash,
     /// Validate and count (`check`): published bytes and records are dropped.
@@ -66,7 +66,7 @@ pub(super) enum Scan {
 // The contract joined the limits and the digester as a setting of the scan;
 // a settings struct for one private caller pair would only rename them.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn scan(
+pub async fn scan(
     reader: ObjectReader,
     input: &str,
     progress: Progress,
@@ -272,18 +272,9 @@ async fn hashed(hasher: Option<tokio::task::JoinHandle<String>>, input: &str) ->
 /// What bounds a scan: the longest line kept, and (compressed inputs) the content a
 /// stream may decode to.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Limits {
-    pub(super) max_line_bytes: usize,
-    pub(super) max_decompressed: u64,
-}
-
-impl Limits {
-    pub(super) fn of(cfg: &crate::config::Config) -> Limits {
-        Limits {
-            max_line_bytes: cfg.max_line_bytes,
-            max_decompressed: cfg.max_decompressed_bytes,
-        }
-    }
+pub struct Limits {
+    pub max_line_bytes: usize,
+    pub max_decompressed: u64,
 }
 
 fn broken_refusal(b: Broken, line: u64) -> Refusal {

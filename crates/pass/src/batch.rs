@@ -150,7 +150,7 @@ fn mix(mut z: u64) -> u64 {
 
 /// One line's verdict after step 2.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Item {
+pub enum Item {
     /// Canonical bytes end at this offset of [`Checked::canonical`].
     Accept(Digests, usize),
     Reject(Reason),
@@ -161,13 +161,13 @@ pub(super) enum Item {
 /// A batch after step 2.
 #[derive(Debug, Default)]
 pub struct Checked {
-    pub(super) canonical: Vec<u8>,
-    pub(super) items: Vec<(u64, Item)>,
-    pub(super) through_line: u64,
+    pub canonical: Vec<u8>,
+    pub items: Vec<(u64, Item)>,
+    pub through_line: u64,
     /// Compared with their canonical form ([`Compare::Raw`]): how its lines stand.
-    pub(super) raw: RawForm,
+    pub raw: RawForm,
     /// Where framing could start again to frame these lines (a replay).
-    pub(super) resume: Resume,
+    pub resume: Resume,
 }
 
 /// Whether the checkers also compare each accepted line with its canonical form:

@@ -17,37 +17,37 @@ use bytes::Bytes;
 use fixedbitset::FixedBitSet;
 use tokio::sync::mpsc;
 
-use super::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
-use super::scan::{Out, FLUSH_AT};
-use super::workers::{start_workers, WORKERS};
+use crate::batch::{Batch, Checked, Compare, Decided, Item, LineSum};
 use crate::compression;
 use crate::contract::{Contract, LineFramer, Resume};
 use crate::error::{Error, Result};
-use crate::hook::{CrashPoint, Hooks};
+use crate::hook::{CrashPoint, PassHooks};
 use crate::identity::Digester;
 use crate::progress::Progress;
+use crate::scan::{Out, FLUSH_AT};
 use crate::store::ObjectReader;
+use crate::workers::{start_workers, WORKERS};
 
 /// What the pass left for the replay.
 #[derive(Debug)]
-pub(super) struct Replay {
+pub struct Replay {
     /// Input line and output ordinal of the first held-back event.
-    pub(super) from: (u64, u64),
+    pub from: (u64, u64),
     /// Where framing starts again: the batch of that line (the content's start for
     /// a compressed input). The read starts at its offset.
-    pub(super) resume: Resume,
+    pub resume: Resume,
     /// Output lines the pass decided, and physical lines it framed.
-    pub(super) outputs: u64,
-    pub(super) lines: u64,
+    pub outputs: u64,
+    pub lines: u64,
     /// Output ordinals the merge found to be later copies.
-    pub(super) drops: FixedBitSet,
+    pub drops: FixedBitSet,
     /// The held lines' numbers and canonical digests, summed by the pass.
-    pub(super) sum: LineSum,
+    pub sum: LineSum,
 }
 
 /// The replay's sequencing, in input order: each accepted line from the first
 /// held-back one on takes the next ordinal and is kept unless the merge dropped it.
-pub(super) struct Replayer<'a> {
+pub struct Replayer<'a> {
     replay: &'a Replay,
     ordinal: u64,
     lines: u64,
@@ -55,7 +55,7 @@ pub(super) struct Replayer<'a> {
 }
 
 impl<'a> Replayer<'a> {
-    pub(super) fn new(replay: &'a Replay) -> Self {
+    pub fn new(replay: &'a Replay) -> Self {
         Replayer {
             replay,
             ordinal: replay.from.1,
@@ -65,7 +65,7 @@ impl<'a> Replayer<'a> {
     }
 
     /// Append the kept lines of one checked batch to `out`.
-    pub(super) fn apply(&mut self, checked: &Checked, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn apply(&mut self, checked: &Checked, out: &mut Vec<u8>) -> Result<(), String> {
         self.lines = self.lines.max(checked.through_line());
         for &(number, item) in &checked.items {
             if let Item::Accept(d, _) = item {
@@ -94,7 +94,7 @@ impl<'a> Replayer<'a> {
 
     /// The replay decided what the pass decided: as many output lines, over as many
     /// physical lines, the same lines.
-    pub(super) fn finish(&self) -> Result<(), String> {
+    pub fn finish(&self) -> Result<(), String> {
         let r = self.replay;
         if (self.ordinal, self.lines) != (r.outputs, r.lines) {
             return Err(format!(
@@ -118,7 +118,7 @@ impl<'a> Replayer<'a> {
 // The scan's settings and the replay's own: a struct for one caller would only
 // rename them.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn replay(
+pub async fn replay(
     reader: ObjectReader,
     input: &str,
     max_line_bytes: usize,
@@ -126,7 +126,7 @@ pub(super) async fn replay(
     digester: Digester,
     replay: Replay,
     out: mpsc::Sender<Out>,
-    hooks: Hooks,
+    hooks: PassHooks,
     progress: Progress,
 ) -> Result<()> {
     let mut stored = Counted {
@@ -244,7 +244,7 @@ fn sequence(
     replay: &Replay,
     mut checked: Vec<mpsc::Receiver<Checked>>,
     out: &mpsc::Sender<Out>,
-    hooks: Hooks,
+    hooks: PassHooks,
 ) -> Result<(), String> {
     let mut r = Replayer::new(replay);
     let mut buf = Vec::with_capacity(FLUSH_AT * 2);
@@ -277,7 +277,7 @@ fn sequence(
 /// bytes, framed as the pass did (`max_line`), appending the kept lines to `out`
 /// (unit tests).
 #[cfg(test)]
-pub(super) fn replay_in_memory(
+pub fn replay_in_memory(
     input: &[u8],
     (chunk, max_line): (usize, usize),
     contract: &Contract,
@@ -285,7 +285,7 @@ pub(super) fn replay_in_memory(
     replay: &Replay,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    use super::batch::check_batch;
+    use crate::batch::check_batch;
     let mut framer = LineFramer::resume(max_line, replay.resume);
     let mut replayer = Replayer::new(replay);
     let offset = usize::try_from(replay.resume.offset).map_err(|e| e.to_string())?;

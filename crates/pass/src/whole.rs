@@ -5,12 +5,12 @@
 use bytes::Bytes;
 use std::sync::Arc;
 
-use super::batch::{check_batch, Batch, Compare};
-use super::resolve::IdCheck;
-use super::validator::{Sequencer, Suspect};
+use crate::batch::{check_batch, Batch, Compare};
 use crate::contract::{self, Contract, LineFramer};
 use crate::identity::Digester;
-use crate::summary::{Refusal, RefusalKind};
+use crate::report::{Refusal, RefusalKind};
+use crate::resolve::IdCheck;
+use crate::validator::{Sequencer, Suspect};
 
 /// All three steps on the caller's thread.
 pub struct Validator {
@@ -104,8 +104,8 @@ fn resolve_in_memory(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Counts;
-    use crate::summary::Rejected;
+    use crate::report::Rejected;
+    use crate::validator::Counts;
 
     const GOOD: &str = r#"{"event_id":"e1","learner_id":"l","lesson_id":"s","event_type":"completed","attempt_number":1,"event_time":"2026-03-02T10:00:00Z"}"#;
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
@@ -12,7 +13,7 @@ use landing_store::memory::MemoryStore;
 use landing_store::s3::{S3Options, S3Store};
 use landing_store::{CopyFence, Lake};
 
-use crate::servers::{test_s3_config, Server};
+use crate::servers::Server;
 
 /// Every S3 fixture keeps its lake under this prefix, so prefix joining is exercised.
 const S3_PREFIX: &str = "lake";
@@ -147,7 +148,7 @@ pub struct S3 {
 impl S3 {
     pub async fn new(server: Server, test: &str) -> Self {
         let sdk = server.sdk_config().await;
-        let (client, bucket) = server.fresh_bucket(&sdk, test).await;
+        let (client, bucket) = server.fresh_bucket(test).await;
         S3 {
             server,
             sdk,
@@ -244,5 +245,19 @@ impl Fixture for S3 {
             .await
             .expect("HeadObject of the staged object");
         head.checksum_crc32().map(str::to_owned)
+    }
+}
+
+/// S3 settings for tests: path-style, the smallest part S3 allows (so multi-part
+/// paths run on small data), modest timeouts.
+fn test_s3_config() -> S3Options {
+    S3Options {
+        force_path_style: true,
+        part_size: 5 << 20,
+        upload_concurrency: 2,
+        max_attempts: 3,
+        operation_timeout: Duration::from_secs(120),
+        read_timeout: Duration::from_secs(30),
+        ..S3Options::default()
     }
 }

@@ -7,6 +7,10 @@
 //! state.
 
 mod fixtures;
+// The S3 test servers as the binary's integration tests see them: one module for
+// both suites (this one uses a part of it).
+#[allow(dead_code)]
+#[path = "../../../../tests/it/support/servers.rs"]
 mod servers;
 
 use landing_store::conformance::*;

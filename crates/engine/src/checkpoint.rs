@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compression::OutputCompression;
 use crate::error::{Error, Result};
-use crate::store::{Condition, ObjectMeta, Store, Version};
+use crate::store::{ObjectMeta, PutMode, Store, Version};
 
 /// The checkpoint record (docs/interface.md section 4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,8 +27,8 @@ pub struct Checkpoint {
     #[serde(default)]
     pub output_compression: OutputCompression,
     /// The published object's version when it was published.
-    #[serde(flatten)]
-    pub published: PublishedVersion,
+    #[serde(flatten, with = "published_version")]
+    pub published: Option<Version>,
     /// Key of the quarantine published with this input, if it had rejects.
     pub quarantine_path: Option<String>,
     pub committed_at: String,
@@ -150,39 +150,68 @@ impl InputIdentity {
     }
 }
 
-/// The published object's version marker, as checkpoint fields: the ETag on S3;
-/// modification time, inode and ctime on a local disk.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PublishedVersion {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_etag: Option<String>,
-    // i64 nanoseconds (good until 2262): serde cannot flatten an i128.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_mtime_ns: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_ino: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_ctime_ns: Option<i64>,
-}
+/// The published object's version as checkpoint and log fields: `published_etag` on
+/// S3; `published_mtime_ns`, `published_ino` and `published_ctime_ns` on a local disk.
+/// `None`: a record without them (or one of a local file without its inode and ctime,
+/// written before they were recorded), which matches no object.
+pub mod published_version {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-impl PublishedVersion {
-    pub fn of(meta: &ObjectMeta) -> Self {
-        match &meta.version {
-            Version::ETag(e) => PublishedVersion {
+    use crate::store::Version;
+
+    #[derive(Default, Serialize, Deserialize)]
+    struct Fields {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        published_etag: Option<String>,
+        // i64 nanoseconds (good until 2262): serde cannot flatten an i128.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        published_mtime_ns: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        published_ino: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        published_ctime_ns: Option<i64>,
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<Version>, s: S) -> Result<S::Ok, S::Error> {
+        let fields = match v {
+            None => Fields::default(),
+            Some(Version::ETag(e)) => Fields {
                 published_etag: Some(e.clone()),
-                ..Self::default()
+                ..Fields::default()
             },
-            Version::File {
+            Some(Version::File {
                 mtime_ns,
                 ino,
                 ctime_ns,
-            } => PublishedVersion {
+            }) => Fields {
                 published_mtime_ns: Some(*mtime_ns as i64),
                 published_ino: Some(*ino),
                 published_ctime_ns: Some(*ctime_ns as i64),
-                ..Self::default()
+                ..Fields::default()
             },
-        }
+        };
+        fields.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Version>, D::Error> {
+        let f = Fields::deserialize(d)?;
+        Ok(match f {
+            Fields {
+                published_etag: Some(e),
+                ..
+            } => Some(Version::ETag(e)),
+            Fields {
+                published_mtime_ns: Some(m),
+                published_ino: Some(ino),
+                published_ctime_ns: Some(c),
+                ..
+            } => Some(Version::File {
+                mtime_ns: i128::from(m),
+                ino,
+                ctime_ns: i128::from(c),
+            }),
+            _ => None,
+        })
     }
 }
 
@@ -200,7 +229,7 @@ impl Checkpoint {
     /// and every part of the version marker? A checkpoint written before the inode and
     /// ctime were recorded never matches a local file, so it is republished once.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        self.published_size == meta.size && self.published == PublishedVersion::of(meta)
+        self.published_size == meta.size && self.published.as_ref() == Some(&meta.version)
     }
 
     /// How the object at `here`, as `meta` describes it, differs from what this
@@ -249,7 +278,7 @@ pub async fn published_drift(
 #[derive(Debug, Clone)]
 pub struct Current {
     pub record: Checkpoint,
-    pub version: String,
+    pub version: Version,
 }
 
 /// Read the checkpoint at `key`. A record that exists but does not parse, or that
@@ -260,7 +289,7 @@ pub async fn read(
     product: &str,
     input_name: &str,
 ) -> Result<Option<Current>> {
-    let Some(v) = store.get_small(key).await? else {
+    let Some(v) = crate::store::get_small(store, key).await? else {
         return Ok(None);
     };
     let corrupt = |reason: String| Error::Corrupt {
@@ -292,14 +321,14 @@ pub async fn write(
     store: &dyn Store,
     key: &str,
     record: &Checkpoint,
-    read_version: Option<&str>,
+    read_version: Option<&Version>,
 ) -> Result<()> {
     let mut body = serde_json::to_vec_pretty(record)
         .map_err(|e| Error::store("encode checkpoint", store.location(key), e))?;
     body.push(b'\n');
     let cond = match read_version {
-        Some(v) => Condition::IfMatch(v.to_owned()),
-        None => Condition::IfAbsent,
+        Some(v) => PutMode::Update(v.clone()),
+        None => PutMode::Create,
     };
     store
         .put_small(key, Bytes::from(body), cond)
@@ -351,10 +380,7 @@ mod tests {
             published_path: "raw/progress/a.jsonl".into(),
             published_size: 10,
             output_compression: OutputCompression::None,
-            published: PublishedVersion {
-                published_etag: Some("\"e\"".into()),
-                ..PublishedVersion::default()
-            },
+            published: Some(Version::ETag("\"e\"".into())),
             quarantine_path: None,
             committed_at: "2026-01-01T00:00:00Z".into(),
             run_id: "r".into(),
@@ -429,17 +455,21 @@ mod tests {
             },
         };
         let mut c = record();
-        c.published = PublishedVersion::of(&file(5, 7, 9));
+        c.published = Some(file(5, 7, 9).version);
         assert!(c.matches(&file(5, 7, 9)));
         assert!(!c.matches(&file(6, 7, 9)));
         // `cp -p` / `rsync -a` restore the mtime, never the inode or ctime.
         assert!(!c.matches(&file(5, 8, 9)));
         assert!(!c.matches(&file(5, 7, 10)));
         // A checkpoint from before inode and ctime were recorded: republish once.
-        c.published.published_ino = None;
-        c.published.published_ctime_ns = None;
-        assert!(!c.matches(&file(5, 7, 9)));
-        c.published = PublishedVersion::default();
+        let mut old = serde_json::to_value(&c).unwrap();
+        let fields = old.as_object_mut().unwrap();
+        assert!(fields.remove("published_ino").is_some());
+        assert!(fields.remove("published_ctime_ns").is_some());
+        let old: Checkpoint = serde_json::from_value(old).unwrap();
+        assert_eq!(old.published, None);
+        assert!(!old.matches(&file(5, 7, 9)));
+        c.published = None;
         assert!(
             !c.matches(&file(5, 7, 9)),
             "a record without a change marker never matches"
@@ -557,7 +587,10 @@ mod tests {
             .unwrap()
             .expect("the record written");
         assert_eq!(cur.record, record());
-        let raw = store.get_small("c.json").await.unwrap().unwrap();
+        let raw = crate::store::get_small(&store, "c.json")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(raw.version, cur.version);
         assert!(raw.bytes.starts_with(b"{\n  \""), "pretty JSON");
         assert!(raw.bytes.ends_with(b"}\n"), "one line feed at the end");
@@ -601,7 +634,7 @@ mod tests {
         }
         let garbage = Bytes::from_static(b"{\"product\":");
         store
-            .put_small("g.json", garbage, Condition::None)
+            .put_small("g.json", garbage, PutMode::Overwrite)
             .await
             .unwrap();
         let e = read(&store, "g.json", "progress", "a.jsonl")
@@ -622,11 +655,11 @@ mod tests {
         assert_eq!(missing, Some(Drift::Missing));
         let body = Bytes::from_static(b"0123456789"); // the record's 10 bytes
         store
-            .put_small("a.jsonl", body, Condition::None)
+            .put_small("a.jsonl", body, PutMode::Overwrite)
             .await
             .unwrap();
         let meta = store.head("a.jsonl").await.unwrap().expect("written");
-        rec.published = PublishedVersion::of(&meta);
+        rec.published = Some(meta.version.clone());
         assert_eq!(
             published_drift(&store, "a.jsonl", &rec).await.unwrap(),
             None

@@ -5,7 +5,7 @@
 //!
 //! - **Append**: find the end (the hint `_last`, checked by a HEAD of the entry it
 //!   names, then a gallop forward), then create the next number with
-//!   [`Condition::IfAbsent`] (`If-None-Match: *` on S3, the guarded create locally).
+//!   [`PutMode::Create`] (`If-None-Match: *` on S3, the guarded create locally).
 //!   A writer that loses number N to another run of the product takes N+1. A 412 on
 //!   our own entry, written but its answer lost (the SDK retried), is read back and
 //!   recognised by its run id, never written twice. The runs of one process append
@@ -29,11 +29,11 @@ use futures_util::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::checkpoint::{ContractStamp, PublishedVersion};
+use crate::checkpoint::{published_version, ContractStamp};
 use crate::compression::OutputCompression;
 use crate::error::{Error, Result};
 pub use crate::layout::LogKeys;
-use crate::store::{Condition, ObjectMeta, Store};
+use crate::store::{ObjectMeta, PutMode, Store, Version};
 
 /// An entry every this many numbers is followed by a snapshot of the current state.
 pub const SNAPSHOT_EVERY: u64 = 1000;
@@ -61,8 +61,8 @@ pub struct Entry {
     pub published_size: u64,
     /// The version the publish created: the ETag on S3; on a local disk the
     /// modification time, inode and change time.
-    #[serde(flatten)]
-    pub published: PublishedVersion,
+    #[serde(flatten, with = "published_version")]
+    pub published: Option<Version>,
     /// SHA-256 of the published bytes, as stored (compressed when the output is).
     pub published_sha256: String,
     pub output_compression: OutputCompression,
@@ -88,8 +88,8 @@ pub struct Replaced {
     /// existed, or by a run that stopped between its publish and its entry).
     pub sequence: Option<u64>,
     pub published_size: u64,
-    #[serde(flatten)]
-    pub published: PublishedVersion,
+    #[serde(flatten, with = "published_version")]
+    pub published: Option<Version>,
     /// SHA-256 of its bytes, when an entry or the checkpoint recorded it.
     pub published_sha256: Option<String>,
 }
@@ -100,7 +100,7 @@ impl Replaced {
         Replaced {
             sequence: entry.map(|e| e.sequence),
             published_size: meta.size,
-            published: PublishedVersion::of(meta),
+            published: Some(meta.version.clone()),
             published_sha256: entry.map(|e| e.published_sha256.clone()),
         }
     }
@@ -109,7 +109,7 @@ impl Replaced {
 impl Entry {
     /// Does this entry name the object version `meta` describes?
     pub fn names(&self, meta: &ObjectMeta) -> bool {
-        self.published_size == meta.size && self.published == PublishedVersion::of(meta)
+        self.published_size == meta.size && self.published.as_ref() == Some(&meta.version)
     }
 }
 
@@ -142,7 +142,7 @@ struct Known {
     /// The last number it wrote to the hint, and the hint's version then (`None`:
     /// unknown, read it before the next conditional write).
     hinted: u64,
-    hint_version: Option<String>,
+    hint_version: Option<Version>,
 }
 
 /// Create the next entry of the log: `entry` with its number set. Returns it.
@@ -173,7 +173,7 @@ pub async fn append(
         entry.sequence = next;
         let key = keys.entry(next);
         match store
-            .put_small(&key, encode(store, &key, &entry)?, Condition::IfAbsent)
+            .put_small(&key, encode(store, &key, &entry)?, PutMode::Create)
             .await
         {
             Ok(_) => break,
@@ -214,10 +214,10 @@ async fn move_hint(
     store: &dyn Store,
     keys: &LogKeys,
     number: u64,
-    mut version: Option<String>,
-) -> Option<String> {
+    mut version: Option<Version>,
+) -> Option<Version> {
     for _ in 0..2 {
-        let cond = version.map_or(Condition::IfAbsent, Condition::IfMatch);
+        let cond = version.map_or(PutMode::Create, PutMode::Update);
         let hint = Bytes::from(format!("{number}\n"));
         match store.put_small(&keys.last, hint, cond).await {
             Ok(v) => return Some(v),
@@ -227,7 +227,10 @@ async fn move_hint(
                 return None;
             }
         }
-        let read = store.get_small(&keys.last).await.ok().flatten()?;
+        let read = crate::store::get_small(store, &keys.last)
+            .await
+            .ok()
+            .flatten()?;
         let theirs = std::str::from_utf8(&read.bytes)
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok());
@@ -258,8 +261,8 @@ pub async fn end(store: &dyn Store, keys: &LogKeys) -> Result<u64> {
 /// hint is written after its entry, so an entry it names exists; one that does not
 /// (a hint written by hand, or a log deleted under it) is not trusted.
 /// Also the hint's version, if it exists (its next write is conditional on it).
-async fn checked_hint(store: &dyn Store, keys: &LogKeys) -> Result<(u64, Option<String>)> {
-    let Some(v) = store.get_small(&keys.last).await? else {
+async fn checked_hint(store: &dyn Store, keys: &LogKeys) -> Result<(u64, Option<Version>)> {
+    let Some(v) = crate::store::get_small(store, &keys.last).await? else {
         return Ok((0, None));
     };
     let number = std::str::from_utf8(&v.bytes)
@@ -272,7 +275,7 @@ async fn checked_hint(store: &dyn Store, keys: &LogKeys) -> Result<(u64, Option<
 }
 
 async fn hint(store: &dyn Store, keys: &LogKeys) -> Result<Option<u64>> {
-    Ok(match store.get_small(&keys.last).await? {
+    Ok(match crate::store::get_small(store, &keys.last).await? {
         Some(v) => std::str::from_utf8(&v.bytes)
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok()),
@@ -325,7 +328,7 @@ async fn read_numbered<T: for<'de> Deserialize<'de>>(
     sequence: u64,
     number: impl Fn(&T) -> u64,
 ) -> Result<Option<T>> {
-    let Some(v) = store.get_small(key).await? else {
+    let Some(v) = crate::store::get_small(store, key).await? else {
         return Ok(None);
     };
     let read: T = decode(store, key, &v.bytes)?;
@@ -442,7 +445,7 @@ async fn snapshot(store: &dyn Store, keys: &LogKeys, at: u64) -> Result<()> {
     let state = state_at(store, keys, at).await?;
     let key = keys.snapshot(at);
     match store
-        .put_small(&key, encode(store, &key, &state)?, Condition::IfAbsent)
+        .put_small(&key, encode(store, &key, &state)?, PutMode::Create)
         .await
     {
         Ok(_) | Err(Error::Precondition { .. }) => Ok(()),
@@ -508,10 +511,7 @@ mod tests {
             input_name: key.rsplit('/').next().unwrap_or(key).into(),
             key: key.into(),
             published_size: 10,
-            published: PublishedVersion {
-                published_etag: Some(format!("\"{run_id}\"")),
-                ..PublishedVersion::default()
-            },
+            published: Some(Version::ETag(format!("\"{run_id}\""))),
             published_sha256: "ab".repeat(32),
             output_compression: OutputCompression::None,
             input_sha256: "cd".repeat(32),
@@ -540,7 +540,10 @@ mod tests {
             let n = alone(&store, &keys, entry("raw/p/a.jsonl", run)).await;
             assert_eq!(n, i as u64 + 1);
         }
-        let hint = store.get_small(&keys.last).await.unwrap().unwrap();
+        let hint = crate::store::get_small(&store, &keys.last)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&hint.bytes[..], b"3\n");
         let read = read_since(&store, &keys, 0).await.unwrap();
         let runs: Vec<_> = read
@@ -574,7 +577,10 @@ mod tests {
         }
         taken.sort_unstable();
         assert_eq!(taken, (1..=40).collect::<Vec<u64>>());
-        let hint = store.get_small(&keys.last).await.unwrap().unwrap();
+        let hint = crate::store::get_small(&store, &keys.last)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&hint.bytes[..], b"33\n", "hinted at 1, 17 and 33");
         assert_eq!(end(&store, &keys).await.unwrap(), 40);
     }
@@ -596,7 +602,10 @@ mod tests {
         }
         let n = append(&store, &keys, entry("raw/p/a.jsonl", "a2"), &ours).await;
         assert_eq!(n.unwrap(), 4);
-        let hint = store.get_small(&keys.last).await.unwrap().unwrap();
+        let hint = crate::store::get_small(&store, &keys.last)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&hint.bytes[..], b"4\n");
         let runs: Vec<String> = read_since(&store, &keys, 0)
             .await
@@ -629,7 +638,7 @@ mod tests {
                 Some(h) => {
                     let body = Bytes::from(h.to_owned());
                     store
-                        .put_small(&keys.last, body, Condition::None)
+                        .put_small(&keys.last, body, PutMode::Overwrite)
                         .await
                         .unwrap();
                 }
@@ -652,11 +661,11 @@ mod tests {
         other.sequence = 2;
         let body = encode(&store, &keys.entry(2), &other).unwrap();
         store
-            .put_small(&keys.entry(2), body.clone(), Condition::IfAbsent)
+            .put_small(&keys.entry(2), body.clone(), PutMode::Create)
             .await
             .unwrap();
         store
-            .put_small(&keys.last, Bytes::from("1"), Condition::None)
+            .put_small(&keys.last, Bytes::from("1"), PutMode::Overwrite)
             .await
             .unwrap();
         let n = alone(&store, &keys, entry("raw/p/a.jsonl", "r3")).await;
@@ -720,7 +729,7 @@ mod tests {
         wrong.sequence = 7;
         let body = encode(&store, &keys.entry(2), &wrong).unwrap();
         store
-            .put_small(&keys.entry(2), body, Condition::None)
+            .put_small(&keys.entry(2), body, PutMode::Overwrite)
             .await
             .unwrap();
         let e = read_since(&store, &keys, 1).await.unwrap_err().to_string();
@@ -730,7 +739,7 @@ mod tests {
         );
         let junk = Bytes::from_static(b"{not json");
         store
-            .put_small(&keys.entry(2), junk, Condition::None)
+            .put_small(&keys.entry(2), junk, PutMode::Overwrite)
             .await
             .unwrap();
         let e = read_since(&store, &keys, 0).await.unwrap_err().to_string();
@@ -750,8 +759,7 @@ mod tests {
             let key = format!("raw/p/{}.jsonl", n % 3);
             alone(&store, &keys, entry(&key, &format!("r{n}"))).await;
         }
-        let snap = store
-            .get_small(&keys.snapshot(SNAPSHOT_EVERY))
+        let snap = crate::store::get_small(&store, &keys.snapshot(SNAPSHOT_EVERY))
             .await
             .unwrap();
         let snap: Snapshot = serde_json::from_slice(&snap.unwrap().bytes).unwrap();

@@ -31,7 +31,7 @@ use crate::identity::hex;
 use crate::layout::Layout;
 use crate::pipeline::{new_run_id, Validator};
 use crate::store::s3::{ConditionalCopy, S3Options};
-use crate::store::{Condition, CopyFence, Expect, Fence, Lake, Location, Sweep};
+use crate::store::{CopyFence, Fence, Lake, Location, PutMode, Slot, Sweep, Version};
 use crate::summary::Action;
 
 const NAME: &str = "drill.jsonl";
@@ -109,7 +109,7 @@ impl ScenarioLake {
             .put_small(
                 &self.input_key,
                 Bytes::from(encode_all(self.compress, content)),
-                Condition::None,
+                PutMode::Overwrite,
             )
             .await
             .map(|_| ())
@@ -117,7 +117,7 @@ impl ScenarioLake {
 
     /// SHA-256 of the published output's bytes, or "absent".
     async fn published(&self) -> Result<String> {
-        let mut r = match self.store.read(&self.layout.raw).await {
+        let mut r = match self.store.read(&self.layout.raw, 0).await {
             Ok(r) => r,
             Err(Error::NotFound { .. }) => return Ok("absent".into()),
             Err(e) => return Err(e),
@@ -373,7 +373,7 @@ fn promise(scenario: &str, observed: String, held: bool, violation: &str) -> Row
 }
 
 /// What a conditional write answered, in a word.
-fn answer(r: &Result<String>) -> String {
+fn answer(r: &Result<Version>) -> String {
     match r {
         Ok(_) => "written".into(),
         Err(Error::Precondition { .. }) => "412".into(),
@@ -386,8 +386,8 @@ async fn store_promises(cfg: &DrillConfig, s: &ScenarioLake, drill_id: &str) -> 
     let store = &*s.store;
     let key = "promises/conditional";
     let body = || Bytes::from_static(b"{}");
-    store.put_small(key, body(), Condition::IfAbsent).await?;
-    let again = store.put_small(key, body(), Condition::IfAbsent).await;
+    store.put_small(key, body(), PutMode::Create).await?;
+    let again = store.put_small(key, body(), PutMode::Create).await;
     let create = promise(
         "store: create-if-absent twice",
         answer(&again),
@@ -395,7 +395,11 @@ async fn store_promises(cfg: &DrillConfig, s: &ScenarioLake, drill_id: &str) -> 
         "a second If-None-Match: * create succeeded: leases would not be exclusive",
     );
     let wrong = store
-        .put_small(key, body(), Condition::IfMatch("\"not-the-etag\"".into()))
+        .put_small(
+            key,
+            body(),
+            PutMode::Update(Version::ETag("\"not-the-etag\"".into())),
+        )
         .await;
     let if_match = promise(
         "store: If-Match wrong ETag",
@@ -438,23 +442,27 @@ async fn staged_bytes_stay_hidden(
     run: &str,
 ) -> Result<Row> {
     let dest = "promises/raw/hidden.jsonl";
-    let mut up = store.stage(dest, run).await?;
+    let mut up = store.stage(dest, run, Slot::First).await?;
     // More than one part, so at least one part is uploaded before completion.
     up.write(Bytes::from(vec![b'\n'; cfg.s3.part_size + (1 << 20)]))
         .await?;
-    // A multipart upload in progress is not even an object under its staging key; a
-    // local temp file is a hidden name beside the destination, which readers skip.
-    let parts = store.capabilities().multipart;
-    let during =
-        store.head(dest).await?.is_none() && !(parts && store.head(up.key()).await?.is_some());
+    // What a reader lists: nothing under the destination's folder, before and after
+    // the staging completes (a local temp file is a hidden name beside it, which a
+    // listing leaves out; S3 stages under another prefix).
+    let unseen = || async {
+        Ok::<_, crate::error::Error>(
+            store.head(dest).await?.is_none() && store.list("promises/raw").await?.files.is_empty(),
+        )
+    };
+    let during = unseen().await?;
     let staged = up.complete().await?;
-    let before_promote = store.head(dest).await?.is_none();
-    let promoted = store.promote(&staged, &Expect::Absent, fence).await?;
+    let before_promote = unseen().await?;
+    let promoted = store.promote(&staged, &PutMode::Create, fence).await?;
     let after = store
         .head(dest)
         .await?
         .is_some_and(|m| m.size == promoted.size);
-    store.discard(&staged).await?;
+    store.delete(&staged.key).await?;
     store.delete(dest).await?;
     let held = during && before_promote && after;
     Ok(promise(

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 
 use crate::error::Result;
 use crate::layout::{Folders, Layout};
-use crate::store::{Condition, Store};
+use crate::store::{PutMode, Store};
 use crate::summary::Action;
 
 /// What one run's stages took: made by whoever starts the run, filled by the
@@ -210,7 +210,7 @@ pub async fn write(lake: &dyn Store, rec: &RunRecord) {
     };
     // Run ids are unique: a plain write never replaces another run's record.
     if let Err(e) = lake
-        .put_small(&key, Bytes::from(body), Condition::None)
+        .put_small(&key, Bytes::from(body), PutMode::Overwrite)
         .await
     {
         tracing::warn!(location = %lake.location(&key), error = %e, "could not write the run record; the run's outcome stands");
@@ -234,7 +234,7 @@ async fn read_records(lake: &dyn Store, folder: &str, names: &[String]) -> Resul
     let mut out = Vec::new();
     for name in names {
         let key = format!("{folder}/{name}");
-        if let Some(v) = lake.get_small(&key).await? {
+        if let Some(v) = crate::store::get_small(lake, &key).await? {
             match serde_json::from_slice::<RunRecord>(&v.bytes) {
                 Ok(r) => out.push(r),
                 Err(e) => {

@@ -13,7 +13,7 @@ pub use landing_pass::hook::CrashPoint;
 use landing_pass::hook::PassHooks;
 
 use crate::progress::Terminal;
-use crate::store::WriteObserver;
+use crate::store::{WriteEvent, WriteObserver};
 
 /// The hooks of one run; `Hooks::default()` is a normal run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,20 +68,21 @@ impl Hooks {
     /// The hooks that fire inside the store's writes (a freeze point, a crash after
     /// an S3 part), as the observer the run's [`crate::store::Gate`] carries; `None`
     /// when there are none. A freeze is said above the bars of `terminal`.
-    pub fn write_observer(self, terminal: &Terminal) -> Option<Arc<dyn WriteObserver>> {
+    pub fn write_observer(self, terminal: &Terminal) -> Option<WriteObserver> {
         let in_writes =
             self.freeze_at.is_some() || matches!(self.crash_at, Some(CrashPoint::AfterPart(_)));
         in_writes.then(|| {
-            Arc::new(WriteHooks {
+            let hooks = WriteHooks {
                 hooks: self,
                 frozen: AtomicBool::new(false),
                 terminal: terminal.clone(),
-            }) as Arc<dyn WriteObserver>
+            };
+            Arc::new(move |event: WriteEvent<'_>| hooks.heard(event)) as WriteObserver
         })
     }
 }
 
-/// [`Hooks`] as a store's [`WriteObserver`].
+/// [`Hooks`] as the closure a store calls ([`WriteObserver`]).
 #[derive(Debug)]
 struct WriteHooks {
     hooks: Hooks,
@@ -90,19 +91,22 @@ struct WriteHooks {
     terminal: Terminal,
 }
 
-impl WriteObserver for WriteHooks {
-    fn before_write(&self, key: &str) {
-        let Some(point) = self.hooks.freeze_at else {
-            return;
-        };
-        if FreezePoint::of_key(key) == Some(point) && !self.frozen.swap(true, Ordering::SeqCst) {
-            self.terminal.say(&format!("landing: frozen at {point:?}"));
-            point.fire();
+impl WriteHooks {
+    fn heard(&self, event: WriteEvent<'_>) {
+        match event {
+            WriteEvent::Before { key } => {
+                let Some(point) = self.hooks.freeze_at else {
+                    return;
+                };
+                if FreezePoint::of_key(key) == Some(point)
+                    && !self.frozen.swap(true, Ordering::SeqCst)
+                {
+                    self.terminal.say(&format!("landing: frozen at {point:?}"));
+                    point.fire();
+                }
+            }
+            WriteEvent::PartDone { number } => self.hooks.crash(CrashPoint::AfterPart(number)),
         }
-    }
-
-    fn after_part(&self, number: u32) {
-        self.hooks.crash(CrashPoint::AfterPart(number));
     }
 }
 

@@ -241,7 +241,7 @@ async fn cheap_skip(
 /// Is the input's lease absent or released? A record that does not parse is not: the
 /// full run reports it.
 async fn lease_released(lake: &dyn Store, key: &str) -> Result<bool> {
-    Ok(match lake.get_small(key).await? {
+    Ok(match crate::store::get_small(lake, key).await? {
         None => true,
         Some(v) => serde_json::from_slice::<LeaseRecord>(&v.bytes).is_ok_and(|r| r.released),
     })

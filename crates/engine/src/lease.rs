@@ -41,7 +41,7 @@ use time::OffsetDateTime;
 use tokio::sync::{oneshot, Mutex};
 
 use crate::error::{Error, Result};
-use crate::store::{Condition, Deadline, Store};
+use crate::store::{Deadline, PutMode, Store, Version};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LeaseRecord {
@@ -118,7 +118,7 @@ pub struct Sightings(Arc<std::sync::Mutex<std::collections::HashMap<String, Sigh
 
 #[derive(Debug)]
 struct Sighting {
-    version: String,
+    version: Version,
     since: Instant,
     /// When this version will have stayed unchanged long enough to be taken over.
     due: Option<Instant>,
@@ -127,19 +127,19 @@ struct Sighting {
 impl Sightings {
     /// How long `version` of the lease at `location` has been seen unchanged: zero at
     /// the first look, and again whenever the version changed since the last one.
-    fn unchanged_for(&self, location: &str, version: &str) -> Duration {
+    fn unchanged_for(&self, location: &str, version: &Version) -> Duration {
         let now = Instant::now();
         // A poisoned map only means another run panicked while holding it; its
         // entries are whole (each update is one assignment).
         let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let s = seen.entry(location.to_owned()).or_insert_with(|| Sighting {
-            version: version.to_owned(),
+            version: version.clone(),
             since: now,
             due: None,
         });
-        if s.version != version {
+        if s.version != *version {
             *s = Sighting {
-                version: version.to_owned(),
+                version: version.clone(),
                 since: now,
                 due: None,
             };
@@ -165,12 +165,12 @@ impl Sightings {
 
     /// Tests: pretend `version` at `location` was first seen `ago`.
     #[cfg(test)]
-    fn seen(&self, location: &str, version: &str, ago: Duration) {
+    fn seen(&self, location: &str, version: &Version, ago: Duration) {
         let since = Instant::now()
             .checked_sub(ago)
             .expect("a clock that far back");
         let mut seen = self.0.lock().unwrap();
-        let version = version.to_owned();
+        let version = version.clone();
         let due = None;
         seen.insert(
             location.to_owned(),
@@ -203,7 +203,7 @@ pub struct Lease {
     store: Arc<dyn Store>,
     key: String,
     run_id: String,
-    version: Arc<Mutex<String>>,
+    version: Arc<Mutex<Version>>,
     lost: Arc<AtomicBool>,
     deadline: Deadline,
     stop: Option<oneshot::Sender<()>>,
@@ -299,10 +299,7 @@ impl Lease {
         // The lease can only have been written after this instant.
         let started = Instant::now();
         deadline_cell.set(Some(deadline(started, opts)));
-        let (version, inherited) = match store
-            .put_small(key, body.clone(), Condition::IfAbsent)
-            .await
-        {
+        let (version, inherited) = match store.put_small(key, body.clone(), PutMode::Create).await {
             Ok(v) => (v, Inherited::Fresh),
             Err(Error::Precondition { .. }) => {
                 Self::take_over(&*store, key, run_id, body, opts, seen).await?
@@ -340,13 +337,13 @@ impl Lease {
         body: Bytes,
         opts: LeaseOptions,
         seen: &Sightings,
-    ) -> Result<(String, Inherited)> {
+    ) -> Result<(Version, Inherited)> {
         let location = store.location(key);
-        let Some(current) = store.get_small(key).await? else {
+        let Some(current) = crate::store::get_small(store, key).await? else {
             // Deleted between our create and our read: one more create, no loop. Losing
             // that race too means another run holds it now. Deleted by hand, so
             // nothing is known of what its holder left.
-            return match store.put_small(key, body, Condition::IfAbsent).await {
+            return match store.put_small(key, body, PutMode::Create).await {
                 Err(Error::Precondition { .. }) => Err(Error::Busy {
                     location: location.clone(),
                     holder: "another run that created it just now".into(),
@@ -399,7 +396,7 @@ impl Lease {
             Inherited::Unknown
         };
         match store
-            .put_small(key, body, Condition::IfMatch(current.version))
+            .put_small(key, body, PutMode::Update(current.version))
             .await
         {
             Ok(v) if held.released => {
@@ -412,7 +409,7 @@ impl Lease {
             }
             // Our replace may have landed with its answer lost, so the SDK's retry met
             // our own record; otherwise someone else took it over (or renewed it) first.
-            Err(Error::Precondition { .. }) => match store.get_small(key).await? {
+            Err(Error::Precondition { .. }) => match crate::store::get_small(store, key).await? {
                 Some(now) if record_names(&now.bytes, run_id) => Ok((now.version, inherited)),
                 _ => Err(busy()),
             },
@@ -454,7 +451,7 @@ impl Lease {
                 let body = encode(&record_for(&run_id, opts.ttl, &acquired_at, renewal));
                 let mut v = version.lock().await;
                 // A hanging renewal must not outlive the deadline it is meant to extend.
-                let put = store.put_small(&key, body, Condition::IfMatch(v.clone()));
+                let put = store.put_small(&key, body, PutMode::Update(v.clone()));
                 let answer = tokio::time::timeout(left, put).await;
                 let renewed = match answer {
                     Ok(Ok(new)) => {
@@ -492,8 +489,8 @@ impl Lease {
 
     /// After a failed conditional renewal: is the lease still this run's? If so,
     /// adopt its current version.
-    async fn still_ours(store: &dyn Store, key: &str, run_id: &str, version: &mut String) -> bool {
-        let Ok(Some(cur)) = store.get_small(key).await else {
+    async fn still_ours(store: &dyn Store, key: &str, run_id: &str, version: &mut Version) -> bool {
+        let Ok(Some(cur)) = crate::store::get_small(store, key).await else {
             return false;
         };
         match serde_json::from_slice::<LeaseRecord>(&cur.bytes) {
@@ -545,7 +542,7 @@ impl Lease {
         record.clean = clean;
         match self
             .store
-            .put_small(&self.key, encode(&record), Condition::IfMatch(ours))
+            .put_small(&self.key, encode(&record), PutMode::Update(ours))
             .await
         {
             Ok(_) => Ok(()),
@@ -592,7 +589,7 @@ impl Drop for Lease {
 mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
-    use crate::store::{Capabilities, Listing, ObjectMeta, ObjectReader, Versioned};
+    use crate::store::{Capabilities, Listing, ObjectMeta, ObjectReader};
     use async_trait::async_trait;
 
     /// A real local store with one scripted misbehaviour of the lease's writes.
@@ -620,37 +617,43 @@ mod tests {
         FirstRenewalFails,
     }
 
+    impl std::fmt::Display for Scripted {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.inner.fmt(f)
+        }
+    }
+
+    impl Scripted {
+        fn location(&self, key: &str) -> String {
+            format!("{self}/{key}")
+        }
+    }
+
     #[async_trait]
     impl Store for Scripted {
-        fn location(&self, key: &str) -> String {
-            self.inner.location(key)
-        }
-        async fn read(&self, key: &str) -> Result<ObjectReader> {
-            self.inner.read(key).await
-        }
-        async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
-            self.inner.read_from(key, offset).await
+        async fn read(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+            match self.fault {
+                // The lease is gone by the time it is read.
+                Fault::AlwaysBeaten => Err(Error::NotFound {
+                    location: self.location(key),
+                }),
+                _ => self.inner.read(key, offset).await,
+            }
         }
         async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
             self.inner.head(key).await
         }
-        async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
-            match self.fault {
-                Fault::AlwaysBeaten => Ok(None),
-                _ => self.inner.get_small(key).await,
-            }
-        }
-        async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
+        async fn put_small(&self, key: &str, body: Bytes, cond: PutMode) -> Result<Version> {
             let refused = Error::Precondition {
                 location: self.location(key),
             };
             match (self.fault, &cond) {
-                (Fault::AlwaysBeaten, Condition::IfAbsent) => Err(refused),
-                (Fault::ReplaceAnswerLost, Condition::IfMatch(_)) => {
+                (Fault::AlwaysBeaten, PutMode::Create) => Err(refused),
+                (Fault::ReplaceAnswerLost, PutMode::Update(_)) => {
                     self.inner.put_small(key, body, cond).await?;
                     Err(refused)
                 }
-                (Fault::FirstRenewalFails, Condition::IfMatch(_))
+                (Fault::FirstRenewalFails, PutMode::Update(_))
                     if !self.failed.swap(true, Ordering::SeqCst) =>
                 {
                     Err(Error::Store {
@@ -659,10 +662,10 @@ mod tests {
                         source: "injected failure".into(),
                     })
                 }
-                (Fault::ReplaceRaced, Condition::IfMatch(_)) => {
+                (Fault::ReplaceRaced, PutMode::Update(_)) => {
                     let thief = record_for("thief", Duration::from_secs(60), "now", 0);
                     self.inner
-                        .put_small(key, encode(&thief), Condition::None)
+                        .put_small(key, encode(&thief), PutMode::Overwrite)
                         .await?;
                     Err(refused)
                 }
@@ -703,7 +706,10 @@ mod tests {
 
     /// A process that has seen the current version of the lease at `key` for `ago`.
     async fn seen_for(store: &dyn Store, key: &str, ago: Duration) -> Sightings {
-        let current = store.get_small(key).await.unwrap().expect("a lease record");
+        let current = crate::store::get_small(store, key)
+            .await
+            .unwrap()
+            .expect("a lease record");
         let seen = Sightings::default();
         seen.seen(&store.location(key), &current.version, ago);
         seen
@@ -719,7 +725,11 @@ mod tests {
             "expires_at": "2020-01-01T00:05:00Z",
         });
         objects
-            .put_small("l.lock", Bytes::from(expired.to_string()), Condition::None)
+            .put_small(
+                "l.lock",
+                Bytes::from(expired.to_string()),
+                PutMode::Overwrite,
+            )
             .await
             .unwrap();
         let store = scripted(&objects, Fault::ReplaceAnswerLost);
@@ -735,8 +745,7 @@ mod tests {
         .await
         .expect("the landed takeover is recognised as ours");
         assert!(lease.ensure_held().is_ok(), "the lease is held");
-        let stored = objects
-            .get_small("l.lock")
+        let stored = crate::store::get_small(&objects, "l.lock")
             .await
             .unwrap()
             .expect("the lease record");
@@ -807,11 +816,14 @@ mod tests {
         .unwrap();
         let other = encode(&record_for("b", Duration::from_secs(60), "now", 0));
         store
-            .put_small("l.lock", other.clone(), Condition::None)
+            .put_small("l.lock", other.clone(), PutMode::Overwrite)
             .await
             .unwrap();
         a.release(true).await.unwrap();
-        let left = store.get_small("l.lock").await.unwrap().unwrap();
+        let left = crate::store::get_small(&*store, "l.lock")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(left.bytes, other, "a's release changed b's lease");
     }
 
@@ -847,10 +859,14 @@ mod tests {
             "expires_at": "2020-01-01T00:01:00Z"
         });
         store
-            .put_small("l.lock", dead.to_string().into(), Condition::None)
+            .put_small("l.lock", dead.to_string().into(), PutMode::Overwrite)
             .await
             .unwrap();
-        let dead_version = store.get_small("l.lock").await.unwrap().unwrap().version;
+        let dead_version = crate::store::get_small(&*store, "l.lock")
+            .await
+            .unwrap()
+            .unwrap()
+            .version;
         seen.seen(&store.location("l.lock"), &dead_version, HOUR);
         let d = take("d").await.unwrap();
         assert_eq!(d.inherited(), Inherited::Unknown, "taken over");
@@ -895,7 +911,10 @@ mod tests {
 
     /// The record at `key`, as stored.
     async fn stored(store: &dyn Store, key: &str) -> LeaseRecord {
-        let v = store.get_small(key).await.unwrap().expect("a lease record");
+        let v = crate::store::get_small(store, key)
+            .await
+            .unwrap()
+            .expect("a lease record");
         serde_json::from_slice(&v.bytes).unwrap()
     }
 
@@ -994,7 +1013,7 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let released = encode(&held_by("old", FAR, true, true));
         store
-            .put_small("l.lock", released, Condition::None)
+            .put_small("l.lock", released, PutMode::Overwrite)
             .await
             .unwrap();
         let ttl = opts(Duration::from_secs(60));
@@ -1017,7 +1036,7 @@ mod tests {
         let objects = MemoryStore::default();
         let expired = encode(&held_by("dead", PAST, false, false));
         objects
-            .put_small("l.lock", expired, Condition::None)
+            .put_small("l.lock", expired, PutMode::Overwrite)
             .await
             .unwrap();
         let store = scripted(&objects, Fault::ReplaceRaced);
@@ -1041,7 +1060,7 @@ mod tests {
         let mut r = held_by("holder", expires_at, false, false);
         r.ttl_ms = 60_000;
         store
-            .put_small("l.lock", encode(&r), Condition::None)
+            .put_small("l.lock", encode(&r), PutMode::Overwrite)
             .await
             .unwrap();
     }
@@ -1056,16 +1075,14 @@ mod tests {
     #[test]
     fn a_version_is_unchanged_from_its_first_look_until_it_changes() {
         let seen = fresh();
-        assert_eq!(seen.unchanged_for("l", "v1"), Duration::ZERO, "first look");
-        seen.seen("l", "v1", HOUR);
-        assert!(seen.unchanged_for("l", "v1") >= HOUR);
-        assert!(seen.unchanged_for("other", "v1") < HOUR, "another lease");
+        let (v1, v2) = (Version::ETag("v1".into()), Version::ETag("v2".into()));
+        assert_eq!(seen.unchanged_for("l", &v1), Duration::ZERO, "first look");
+        seen.seen("l", &v1, HOUR);
+        assert!(seen.unchanged_for("l", &v1) >= HOUR);
+        assert!(seen.unchanged_for("other", &v1) < HOUR, "another lease");
+        assert!(seen.unchanged_for("l", &v2) < HOUR, "a renewal starts over");
         assert!(
-            seen.unchanged_for("l", "v2") < HOUR,
-            "a renewal starts over"
-        );
-        assert!(
-            seen.unchanged_for("l", "v1") < HOUR,
+            seen.unchanged_for("l", &v1) < HOUR,
             "and so does going back"
         );
     }
@@ -1157,7 +1174,7 @@ mod tests {
         let mut ghost = record_for("ghost", Duration::from_secs(60), "then", 0);
         ghost.pid = pid;
         store
-            .put_small("l.lock", encode(&ghost), Condition::None)
+            .put_small("l.lock", encode(&ghost), PutMode::Overwrite)
             .await
             .unwrap();
     }
@@ -1298,7 +1315,7 @@ mod tests {
         .unwrap();
         let other = encode(&held_by("b", FAR, false, false));
         store
-            .put_small("l.lock", other.clone(), Condition::None)
+            .put_small("l.lock", other.clone(), PutMode::Overwrite)
             .await
             .unwrap();
         // The next renewal finds b's record and gives the lease up.
@@ -1308,7 +1325,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(matches!(lease.ensure_held(), Err(Error::Conflict(_))));
-        let left = store.get_small("l.lock").await.unwrap().unwrap();
+        let left = crate::store::get_small(&*store, "l.lock")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(left.bytes, other, "b's lease is left alone");
     }
 }

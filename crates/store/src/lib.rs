@@ -12,12 +12,13 @@
 //!
 //! Map:
 //! - `location.rs`: [`Location`], a path or an S3 bucket and key;
+//! - `gate.rs`: the run's write [`Gate`] (its lease [`Deadline`], its bounded local
+//!   locks and the [`WriteObserver`] of drills and tests);
 //! - `reader.rs`: [`ObjectReader`], a streaming read, in chunks or as an `AsyncRead`,
 //!   and a local file's as blocking reads ([`BlockingRead`]);
 //! - this file: [`open`], the [`Store`] and [`Lake`] traits and the values they
-//!   speak in ([`ObjectMeta`], [`Version`], [`Condition`], [`Staged`], [`Fence`]),
-//!   and the run's write [`Gate`] (its lease deadline, its bounded local locks and
-//!   the [`WriteObserver`] of drills and tests);
+//!   speak in ([`ObjectMeta`], [`Version`], [`PutMode`], [`Staged`], [`Fence`]),
+//!   and [`get_small`] over [`Store::read`];
 //! - [`local`]: a folder on a local disk (temp file, fsync, rename; compare-and-swap
 //!   under a lock file);
 //! - [`s3`]: S3-compatible stores through aws-sdk-s3 (multipart staging,
@@ -30,7 +31,7 @@
 //! it builds only on `landing-error`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -39,12 +40,14 @@ use landing_error::{Error, Result};
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod gate;
 pub mod local;
 mod location;
 pub mod memory;
 mod reader;
 pub mod s3;
 
+pub use gate::{Deadline, Gate, WriteEvent, WriteObserver, DEFAULT_LOCK_WAIT};
 pub use location::Location;
 pub use reader::{BlockingRead, ObjectReader};
 
@@ -111,110 +114,6 @@ pub async fn list_root(store: &dyn Store, loc: &Location, what: &str) -> Result<
     }
 }
 
-/// The instant before which a run's writes must start: its lease's deadline (see
-/// the engine's `lease`). The lease moves it on every renewal; unset, nothing is checked.
-#[derive(Debug, Clone, Default)]
-pub struct Deadline(Arc<std::sync::Mutex<Option<Instant>>>);
-
-impl Deadline {
-    pub fn set(&self, at: Option<Instant>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = at;
-    }
-
-    pub fn get(&self) -> Option<Instant> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// True once the deadline is set and past.
-    pub fn passed(&self) -> bool {
-        self.get().is_some_and(|d| Instant::now() >= d)
-    }
-}
-
-/// How long a local write waits for a file lock held by another process unless told
-/// otherwise: far above a healthy holder's hold (one rename and fsync).
-pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
-
-/// Who hears of a run's writes from inside a backend: the crash and freeze points of
-/// drills and tests, handed down by the engine in the run's [`Gate`]. The store
-/// knows nothing of what they do; a normal run has no observer.
-pub trait WriteObserver: Send + Sync + std::fmt::Debug {
-    /// The last instant before the write of `key` (relative to the store's root)
-    /// takes effect, before the gate checks the deadline once more.
-    fn before_write(&self, key: &str);
-    /// Right after part `number` of a multipart staging upload was acknowledged.
-    fn after_part(&self, number: u32);
-}
-
-/// What a backend checks at the last instant before a write reaches readers, the
-/// checkpoint or the lease (on a local lake: while it holds the file lock; on S3: right
-/// before the request). A run that was frozen (SIGSTOP, a paused VM, a stalled mount)
-/// past its lease's deadline then writes nothing when it resumes. Also how long a
-/// local file lock is waited for before the write answers busy, so a frozen holder
-/// never blocks another run, and the run's [`WriteObserver`], if any.
-#[derive(Debug, Clone)]
-pub struct Gate {
-    pub deadline: Deadline,
-    pub lock_wait: Duration,
-    observer: Option<Arc<dyn WriteObserver>>,
-}
-
-impl Default for Gate {
-    fn default() -> Self {
-        Gate::new(Deadline::default(), DEFAULT_LOCK_WAIT)
-    }
-}
-
-impl Gate {
-    pub fn new(deadline: Deadline, lock_wait: Duration) -> Self {
-        Gate {
-            deadline,
-            lock_wait,
-            observer: None,
-        }
-    }
-
-    /// The same gate, its writes told to `observer` (drills and tests).
-    pub fn observed_by(mut self, observer: Option<Arc<dyn WriteObserver>>) -> Self {
-        self.observer = observer;
-        self
-    }
-
-    /// Called by a backend right before the write of `key` (relative to the store's
-    /// root) at `location` takes effect. `Conflict` once the deadline has passed.
-    pub fn before_write(&self, key: &str, location: &str) -> Result<()> {
-        if let Some(o) = &self.observer {
-            o.before_write(key);
-        }
-        if self.deadline.passed() {
-            return Err(Error::Conflict(format!(
-                "conflict: this run's lease deadline passed before its write to {location} (the run was stopped or stalled); nothing was written. Rerun to reconcile"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Called by a backend right before a write to the run's staging: `Conflict` once
-    /// the deadline has passed, so a run that stalled past it adds nothing to
-    /// staging after another run took its lease and swept (no freeze points here).
-    pub fn before_staging(&self, location: &str) -> Result<()> {
-        if self.deadline.passed() {
-            return Err(Error::Conflict(format!(
-                "conflict: this run's lease deadline passed before its staging write to {location} (the run was stopped or stalled); nothing was written. Rerun to reconcile"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Called by a backend right after part `number` of a multipart staging upload
-    /// was acknowledged.
-    pub fn after_part(&self, number: u32) {
-        if let Some(o) = &self.observer {
-            o.after_part(number);
-        }
-    }
-}
-
 /// What the skip rule compares: the published object's size and its version marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {
@@ -254,22 +153,6 @@ impl ObjectMeta {
             Version::ETag(e) => Some(e),
             Version::File { .. } => None,
         }
-    }
-}
-
-/// What a promotion expects to replace: the published object as the run saw it when
-/// it decided. The store refuses the promotion (`Precondition`) if it changed since.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Expect {
-    /// Nothing was published under the name.
-    Absent,
-    /// This version was published.
-    Version(Version),
-}
-
-impl Expect {
-    pub fn from_head(meta: Option<&ObjectMeta>) -> Self {
-        meta.map_or(Expect::Absent, |m| Expect::Version(m.version.clone()))
     }
 }
 
@@ -358,22 +241,78 @@ pub struct Listing {
     pub folders: Vec<String>,
 }
 
-/// A condition on a small-object write (checkpoint, lease).
+/// How a write treats what is already under its key: the one condition of small
+/// writes (checkpoint, lease, log entry) and of promotions. A false condition is
+/// `Precondition`, whatever the provider's status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Condition {
-    /// Write unconditionally.
-    None,
-    /// Create only; fail with `Precondition` if the key exists (`If-None-Match: *`).
-    IfAbsent,
-    /// Replace only the version read earlier (`If-Match: <etag>`).
-    IfMatch(String),
+pub enum PutMode {
+    /// Write whatever is there.
+    Overwrite,
+    /// Create only: nothing may be under the key (`If-None-Match: *`).
+    Create,
+    /// Replace only this version, as read earlier (`If-Match: <etag>`).
+    Update(Version),
 }
 
-/// A small object read whole, with the version token to use in [`Condition::IfMatch`].
+impl PutMode {
+    /// The mode that replaces exactly what `meta` describes (a head or a listing):
+    /// `Create` where nothing was there.
+    pub fn replacing(meta: Option<&ObjectMeta>) -> Self {
+        meta.map_or(PutMode::Create, |m| PutMode::Update(m.version.clone()))
+    }
+
+    /// Would this mode write over `current` (its version, `None` if absent)?
+    pub fn allows(&self, current: Option<&Version>) -> bool {
+        match self {
+            PutMode::Overwrite => true,
+            PutMode::Create => current.is_none(),
+            PutMode::Update(v) => current == Some(v),
+        }
+    }
+}
+
+/// A small object read whole, with its version for [`PutMode::Update`].
 #[derive(Debug, Clone)]
 pub struct Versioned {
     pub bytes: Bytes,
-    pub version: String,
+    pub version: Version,
+}
+
+/// How many times [`get_small`] reads an object whose body failed mid-read. The S3
+/// SDK retries a request only until its response head arrives; a body that then
+/// stalls or breaks is not retried (seen on LocalStack under load with a lease body).
+const SMALL_READ_ATTEMPTS: u32 = 3;
+
+/// Read a small object whole with its version, or `None` if absent. The version and
+/// the bytes come from one read, so they describe one version.
+pub async fn get_small(store: &dyn Store, key: &str) -> Result<Option<Versioned>> {
+    let mut attempt = 1;
+    loop {
+        let mut reader = match store.read(key, 0).await {
+            Ok(r) => r,
+            Err(Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let version = reader.version.clone().ok_or_else(|| {
+            Error::store("read", store.location(key), "the store named no version")
+        })?;
+        match reader.read_all().await {
+            Ok(bytes) => return Ok(Some(Versioned { bytes, version })),
+            Err(e) if attempt < SMALL_READ_ATTEMPTS => {
+                tracing::debug!(error = %e, attempt, "small object body failed; reading it again");
+                attempt += 1;
+            }
+            Err(e) => return Err(Error::store("read", store.location(key), e)),
+        }
+    }
+}
+
+/// Which staging of a destination a run writes: a spilled run's second pass stages
+/// a filtered copy beside the first while it still reads the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    First,
+    Second,
 }
 
 /// A completed staging object, not yet visible under its published name.
@@ -439,11 +378,9 @@ pub struct SweepReport {
 /// the size of `object_store`'s `ObjectStore`. Inputs are read through it
 /// ([`open_read_only`]), and so are the lake's checkpoints, leases and run records.
 /// Nothing here knows of runs: no run ids, no staging, no sweeps ([`Lake`]).
+/// A store displays as its root, for messages (`location` of a key: the root and the key).
 #[async_trait]
-pub trait Store: Send + Sync {
-    /// Full human-readable location of a key, for messages and summaries.
-    fn location(&self, key: &str) -> String;
-
+pub trait Store: Send + Sync + std::fmt::Display {
     /// What lies directly under the folder `prefix` ("" for the root), without
     /// recursion: files with their size and identity, and sub-folder names. A
     /// missing folder is an empty listing. S3 pages through `ListObjectsV2`.
@@ -472,28 +409,41 @@ pub trait Store: Send + Sync {
         Ok(())
     }
 
-    /// Open `key` for one streaming read. `NotFound` if absent.
-    async fn read(&self, key: &str) -> Result<ObjectReader>;
-
-    /// Open `key` for one streaming read of its bytes from `offset` on (below its
-    /// size); the reader's size is the bytes left. `NotFound` if absent.
-    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader>;
+    /// Open `key` for one streaming read of its bytes from `offset` on (0 for the
+    /// whole object; below its size); the reader's size is the bytes left, and its
+    /// version the version read. `NotFound` if absent.
+    async fn read(&self, key: &str, offset: u64) -> Result<ObjectReader>;
 
     /// Size and change marker of `key`, or `None` if absent.
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
 
-    /// Read a small object whole with its version token, or `None` if absent.
-    async fn get_small(&self, key: &str) -> Result<Option<Versioned>>;
-
-    /// Write a small object under `cond`; returns the new version token.
-    /// A false condition is `Precondition`, whatever the provider's status code.
-    async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String>;
+    /// Write a small object in `mode`; returns its new version.
+    async fn put_small(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Version>;
 
     /// Delete `key`; absent is not an error.
     async fn delete(&self, key: &str) -> Result<()>;
 
     /// What holding a lease on this store must allow for.
     fn capabilities(&self) -> Capabilities;
+}
+
+impl dyn Store + '_ {
+    /// Full human-readable location of a key, for messages and summaries: the
+    /// store's root and the key.
+    pub fn location(&self, key: &str) -> String {
+        locate(self, key)
+    }
+}
+
+impl dyn Lake + '_ {
+    /// The location of a key on a lake, as on a store.
+    pub fn location(&self, key: &str) -> String {
+        locate(self, key)
+    }
+}
+
+pub(crate) fn locate(root: &dyn std::fmt::Display, key: &str) -> String {
+    format!("{root}/{key}")
 }
 
 /// The run's staging layer over the primitives: how a run writes the lake under the
@@ -506,20 +456,19 @@ pub trait Lake: Store {
     /// Start staging the output that run `run_id` will publish at `dest_key`; no reader
     /// can see it until [`Lake::promote`]. Where staged bytes live is the backend's
     /// business (a hidden temp file beside the destination, or an S3 staging key); both
-    /// carry the run id, so [`Lake::sweep`] can tell runs apart.
-    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>>;
+    /// carry the run id, so [`Lake::sweep`] can tell runs apart. The second `slot`
+    /// stages beside the first (a spilled run's filtered copy), which stays readable
+    /// until deleted; both are swept as the run's staging.
+    async fn stage(&self, dest_key: &str, run_id: &str, slot: Slot) -> Result<Box<dyn Upload>>;
 
     /// Publish staged bytes under their destination atomically (a reader sees the old
     /// object or the new one), make it durable, verify it, and return its metadata.
-    /// `expect` fences the write: if the destination is no longer what the run saw
+    /// `mode` fences the write: if the destination is no longer what the run saw
     /// when it decided, nothing is replaced and the answer is `Precondition` (where
     /// `fence`, from [`Lake::fencing`] on this store, says a copy can be fenced).
-    async fn promote(&self, staged: &Staged, expect: &Expect, fence: Fence) -> Result<ObjectMeta>;
-
-    /// A second staging of `first`'s destination, beside it, for a filtered copy of
-    /// it (a spilled run's second pass, the engine's `spill`). Like `stage`, it belongs to
-    /// the run and is swept as its staging; `first` stays readable until discarded.
-    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>>;
+    /// Once the checkpoint is written, the run deletes the staged key
+    /// ([`Store::delete`]).
+    async fn promote(&self, staged: &Staged, mode: &PutMode, fence: Fence) -> Result<ObjectMeta>;
 
     /// Whether [`Lake::promote`] is fenced on this store: probed once per store
     /// value, then kept in it. A probe writes only scratch objects in the staging of
@@ -529,13 +478,6 @@ pub trait Lake: Store {
     /// The same store (same client, same copy-fence verdict) whose writes pass `gate`:
     /// one run's handle on a lake that an inbox run opened once for all its inputs.
     fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake>;
-
-    /// Remove a staging object once the checkpoint is written. Absent is fine. This
-    /// default deletes the staging key (S3); a local lake removes its temp file
-    /// without the lock and fsync of [`Store::delete`].
-    async fn discard(&self, staged: &Staged) -> Result<()> {
-        self.delete(&staged.key).await
-    }
 
     /// Leftovers of writes into `folders` that a sweep would remove at any age (staging
     /// objects and incomplete multipart uploads on S3; temp files, and guard files an
@@ -551,8 +493,6 @@ pub trait Lake: Store {
 /// An output being staged. Bytes are written in order; nothing is visible to readers.
 #[async_trait]
 pub trait Upload: Send {
-    /// Where the bytes are being staged (for messages, and the drill's visibility check).
-    fn key(&self) -> &str;
     async fn write(&mut self, data: Bytes) -> Result<()>;
     /// Make the staged bytes complete and durable.
     async fn complete(self: Box<Self>) -> Result<Staged>;

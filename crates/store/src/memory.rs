@@ -13,8 +13,8 @@
 //!   dropped upload stays registered, as an incomplete upload stays on S3, until a
 //!   sweep takes it;
 //! - promotion is a copy of the staging object over the published name, checked
-//!   against [`Expect`] and the run's [`Gate`] under the one lock of the store, so it
-//!   is always fenced; the staging object stays until discarded;
+//!   against its [`PutMode`] and the run's [`Gate`] under the one lock of the store, so it
+//!   is always fenced; the staging object stays until deleted;
 //! - the [`Gate`] is checked as the other backends check it: its deadline before a
 //!   staging starts and before it completes, its deadline and write observer right
 //!   before a small write or a promotion takes effect.
@@ -30,14 +30,14 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 
 use super::{
-    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Lake, Listed, Listing, ObjectMeta,
-    ObjectReader, Staged, Store, Sweep, SweepReport, Upload, Version, Versioned,
+    Capabilities, CopyFence, Fence, Gate, Lake, Listed, Listing, ObjectMeta, ObjectReader, PutMode,
+    Slot, Staged, Store, Sweep, SweepReport, Upload, Version,
 };
 use landing_error::{Error, Result};
 
 /// The zone that staging lives in (S3's default `--s3-staging-prefix`).
 const STAGING: &str = "staging";
-/// The staging subfolder of a run's second pass ([`Lake::restage`]), as on S3.
+/// The staging subfolder of a run's second pass ([`Slot::Second`]), as on S3.
 const PASS2: &str = "pass2";
 
 /// A store held in memory. Clones share the same objects (as clones of an S3 store
@@ -209,12 +209,21 @@ fn nanos(t: SystemTime) -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
+impl std::fmt::Display for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("memory:/")
+    }
+}
+
+impl MemoryStore {
+    /// Full human-readable location of `key`: the root and the key.
+    pub fn location(&self, key: &str) -> String {
+        crate::locate(self, key)
+    }
+}
+
 #[async_trait]
 impl Store for MemoryStore {
-    fn location(&self, key: &str) -> String {
-        format!("memory://{key}")
-    }
-
     async fn list(&self, prefix: &str) -> Result<Listing> {
         let folder = prefix.trim_matches('/');
         let under = match folder {
@@ -244,18 +253,13 @@ impl Store for MemoryStore {
         Ok(listing)
     }
 
-    async fn read(&self, key: &str) -> Result<ObjectReader> {
-        let body = self.state().objects.get(key).map(|o| o.body.clone());
-        let body = body.ok_or_else(|| Error::NotFound {
-            location: self.location(key),
-        })?;
-        let size = body.len() as u64;
-        Ok(ObjectReader::new(std::io::Cursor::new(body), size))
-    }
-
-    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
-        let body = self.state().objects.get(key).map(|o| o.body.clone());
-        let body = body.ok_or_else(|| Error::NotFound {
+    async fn read(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+        let object = self
+            .state()
+            .objects
+            .get(key)
+            .map(|o| (o.body.clone(), o.meta()));
+        let (body, meta) = object.ok_or_else(|| Error::NotFound {
             location: self.location(key),
         })?;
         let at = usize::try_from(offset)
@@ -263,36 +267,24 @@ impl Store for MemoryStore {
             .min(body.len());
         let rest = body.slice(at..);
         let size = rest.len() as u64;
-        Ok(ObjectReader::new(std::io::Cursor::new(rest), size))
+        Ok(ObjectReader::new(std::io::Cursor::new(rest), size).with_version(meta.version))
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         Ok(self.state().objects.get(key).map(Object::meta))
     }
 
-    async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
-        Ok(self.state().objects.get(key).map(|o| Versioned {
-            bytes: o.body.clone(),
-            version: o.etag.clone(),
-        }))
-    }
-
-    async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
+    async fn put_small(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Version> {
         let location = self.location(key);
         let mut st = self.state();
-        let allowed = match (&cond, st.objects.get(key)) {
-            (Condition::None, _) => true,
-            (Condition::IfAbsent, current) => current.is_none(),
-            (Condition::IfMatch(v), Some(current)) => current.etag == *v,
-            (Condition::IfMatch(_), None) => false,
-        };
+        let allowed = mode.allows(st.objects.get(key).map(|o| o.meta().version).as_ref());
         // The last instant before the write, lock held, as on a local lake: a run past
         // its lease's deadline writes nothing, whatever the condition.
         self.gate.before_write(key, &location)?;
         if !allowed {
             return Err(Error::Precondition { location });
         }
-        Ok(st.put(key, body).etag.clone())
+        Ok(st.put(key, body).meta().version)
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
@@ -314,16 +306,19 @@ impl Store for MemoryStore {
 /// Staging laid out as on S3, promoted by a copy under the store's lock.
 #[async_trait]
 impl Lake for MemoryStore {
-    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_upload(dest_key, run_id, None)
+    async fn stage(&self, dest_key: &str, run_id: &str, slot: Slot) -> Result<Box<dyn Upload>> {
+        // A second slot sits under the run's own staging folder, so its sweeps take it
+        // like the first.
+        let scratch = (slot == Slot::Second).then_some(PASS2);
+        self.start_upload(dest_key, run_id, scratch)
     }
 
-    async fn promote(&self, staged: &Staged, expect: &Expect, _fence: Fence) -> Result<ObjectMeta> {
+    async fn promote(&self, staged: &Staged, mode: &PutMode, _fence: Fence) -> Result<ObjectMeta> {
         // Always fenced: the check and the copy are one step under the lock.
         let location = self.location(&staged.dest_key);
         let mut st = self.state();
-        let now = Expect::from_head(st.objects.get(&staged.dest_key).map(Object::meta).as_ref());
-        if now != *expect {
+        let now = st.objects.get(&staged.dest_key).map(|o| o.meta().version);
+        if !mode.allows(now.as_ref()) {
             return Err(Error::Precondition { location });
         }
         self.gate.before_write(&staged.dest_key, &location)?;
@@ -347,11 +342,6 @@ impl Lake for MemoryStore {
         Ok(st.put(&staged.dest_key, body).meta())
     }
 
-    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
-        // Under the run's own staging folder, so its sweeps take it like the first.
-        self.start_upload(&first.dest_key, run_id, Some(PASS2))
-    }
-
     async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<Fence> {
         // Promotion checks the destination and copies under one lock.
         Ok(Fence::new(CopyFence::Fenced))
@@ -360,8 +350,6 @@ impl Lake for MemoryStore {
     fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake> {
         Arc::new(self.clone().with_gate(gate))
     }
-
-    // `discard`: the default, a delete of the staging key.
 
     async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
         // Staging objects in a run's folder of each product, then uploads in progress.
@@ -456,10 +444,6 @@ struct MemoryUpload {
 
 #[async_trait]
 impl Upload for MemoryUpload {
-    fn key(&self) -> &str {
-        &self.staged.key
-    }
-
     async fn write(&mut self, data: Bytes) -> Result<()> {
         self.buf.extend_from_slice(&data);
         self.staged.size += data.len() as u64;
@@ -506,24 +490,24 @@ mod tests {
         let key = "checkpoints/p/a.json";
         let body = Bytes::from_static(b"{}");
         let v1 = store
-            .put_small(key, body.clone(), Condition::IfAbsent)
+            .put_small(key, body.clone(), PutMode::Create)
             .await
             .unwrap();
         let v2 = store
-            .put_small(key, body.clone(), Condition::IfMatch(v1.clone()))
+            .put_small(key, body.clone(), PutMode::Update(v1.clone()))
             .await
             .unwrap();
         assert_ne!(v1, v2);
-        let stale = store.put_small(key, body, Condition::IfMatch(v1)).await;
+        let stale = store.put_small(key, body, PutMode::Update(v1)).await;
         assert!(
             matches!(stale, Err(Error::Precondition { .. })),
             "{stale:?}"
         );
         let head = store.head(key).await.unwrap().expect("present");
-        assert_eq!(head.version, Version::ETag(v2.clone()));
+        assert_eq!(head.version, v2);
+        assert!(matches!(&v2, Version::ETag(_)), "{v2:?}");
         assert_eq!(
-            store
-                .get_small(key)
+            crate::get_small(&store, key)
                 .await
                 .unwrap()
                 .expect("present")
@@ -533,33 +517,38 @@ mod tests {
     }
 
     /// An upload is no object until it completes; promotion copies the staging
-    /// object, which stays until discarded; a dropped upload stays until swept.
+    /// object, which stays until deleted; a dropped upload stays until swept.
     #[tokio::test]
     async fn staging_is_an_upload_then_an_object_then_a_copy() {
         let store = MemoryStore::new();
-        let mut up = store.stage("raw/p/a.jsonl", RUN).await.unwrap();
+        let mut up = store
+            .stage("raw/p/a.jsonl", RUN, Slot::First)
+            .await
+            .unwrap();
         up.write(Bytes::from_static(b"{\"x\":1}\n")).await.unwrap();
         let key = format!("staging/p/{RUN}/a.jsonl");
-        assert_eq!(up.key(), key);
         assert_eq!((store.keys(), store.uploads()), (vec![], vec![key.clone()]));
         let staged = up.complete().await.unwrap();
         assert_eq!((store.keys(), store.uploads()), (vec![key.clone()], vec![]));
         let fence = store.fencing("raw/p/a.jsonl", RUN).await.unwrap();
         let meta = store
-            .promote(&staged, &Expect::Absent, fence)
+            .promote(&staged, &PutMode::Create, fence)
             .await
             .unwrap();
         assert_eq!(meta.size, 8);
         assert_eq!(store.keys(), ["raw/p/a.jsonl".to_owned(), key.clone()]);
-        store.discard(&staged).await.unwrap();
+        store.delete(&staged.key).await.unwrap();
         assert_eq!(store.keys(), ["raw/p/a.jsonl"]);
-        let again = store.promote(&staged, &Expect::Absent, fence).await;
+        let again = store.promote(&staged, &PutMode::Create, fence).await;
         assert!(
             matches!(again, Err(Error::Precondition { .. })),
             "{again:?}"
         );
 
-        let dropped = store.restage(&staged, RUN).await.unwrap();
+        let dropped = store
+            .stage(&staged.dest_key, RUN, Slot::Second)
+            .await
+            .unwrap();
         drop(dropped);
         assert_eq!(store.uploads(), [format!("staging/p/{RUN}/pass2/a.jsonl")]);
         let left = store.leftovers(&["raw/p".to_owned()]).await.unwrap();
@@ -574,7 +563,10 @@ mod tests {
     #[tokio::test]
     async fn a_swept_upload_does_not_complete() {
         let store = MemoryStore::new();
-        let up = store.stage("raw/p/a.jsonl", RUN).await.unwrap();
+        let up = store
+            .stage("raw/p/a.jsonl", RUN, Slot::First)
+            .await
+            .unwrap();
         let others = Sweep::Others {
             older_than: Duration::ZERO,
         };
@@ -595,18 +587,18 @@ mod tests {
         let gate = Gate::default();
         let run = store.with_run_gate(gate.clone());
         let body = Bytes::from_static(b"held");
-        run.put_small("locks/p/a.lock", body.clone(), Condition::IfAbsent)
+        run.put_small("locks/p/a.lock", body.clone(), PutMode::Create)
             .await
             .unwrap();
         assert!(store.head("locks/p/a.lock").await.unwrap().is_some());
         gate.deadline.set(Some(Instant::now()));
         let late = run
-            .put_small("locks/p/b.lock", body.clone(), Condition::None)
+            .put_small("locks/p/b.lock", body.clone(), PutMode::Overwrite)
             .await;
         assert!(matches!(late, Err(Error::Conflict(_))), "{late:?}");
-        assert!(run.stage("raw/p/a.jsonl", RUN).await.is_err());
+        assert!(run.stage("raw/p/a.jsonl", RUN, Slot::First).await.is_err());
         store
-            .put_small("locks/p/b.lock", body, Condition::None)
+            .put_small("locks/p/b.lock", body, PutMode::Overwrite)
             .await
             .unwrap();
         assert_eq!(store.keys(), ["locks/p/a.lock", "locks/p/b.lock"]);

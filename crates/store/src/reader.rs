@@ -12,6 +12,8 @@ use tokio::io::AsyncRead;
 pub struct ObjectReader {
     body: Body,
     pub size: u64,
+    /// The version of the object read, where the store says (every backend does).
+    pub version: Option<crate::Version>,
 }
 
 enum Body {
@@ -30,6 +32,7 @@ impl ObjectReader {
         ObjectReader {
             body: Body::Stream(Box::new(body)),
             size,
+            version: None,
         }
     }
 
@@ -38,7 +41,21 @@ impl ObjectReader {
         ObjectReader {
             body: Body::File(Some(crate::local::OnceRead::new(file))),
             size,
+            version: None,
         }
+    }
+
+    /// The same read, naming the version it reads.
+    pub fn with_version(mut self, version: crate::Version) -> ObjectReader {
+        self.version = Some(version);
+        self
+    }
+
+    /// The rest of the object, whole (small objects).
+    pub async fn read_all(&mut self) -> std::io::Result<bytes::Bytes> {
+        let mut buf = bytes::BytesMut::with_capacity(usize::try_from(self.size).unwrap_or(0));
+        while self.read_chunk(&mut buf).await? > 0 {}
+        Ok(buf.freeze())
     }
 
     /// Appends the next bytes to `buf`, as many as its spare capacity holds (it
@@ -77,6 +94,7 @@ impl ObjectReader {
             body => Err(ObjectReader {
                 body,
                 size: self.size,
+                version: self.version,
             }),
         }
     }

@@ -28,10 +28,10 @@ pub(super) async fn deep_findings(
     budget: &Budget,
 ) -> Result<Vec<Finding>> {
     let name = &layout.input_name;
-    let reader = lake.read(&layout.raw).await?;
+    let reader = lake.read(&layout.raw, 0).await?;
     let raw_location = lake.location(&layout.raw);
     let progress = Progress::logged("verify", reader.size);
-    let reread = || lake.read(&layout.raw);
+    let reread = || lake.read(&layout.raw, 0);
     let p = read_published(
         reader,
         &raw_location,
@@ -174,7 +174,7 @@ async fn quarantine_findings(
     let rec = &cur.record;
     let name = &layout.input_name;
     let qloc = lake.location(&layout.quarantine);
-    let records = match lake.read(&layout.quarantine).await {
+    let records = match lake.read(&layout.quarantine, 0).await {
         Ok(mut r) => {
             let mut count = 0u64;
             let mut buf = bytes::BytesMut::with_capacity(1 << 16);

@@ -128,7 +128,7 @@ async fn leases(lake: &dyn Store, product: &str) -> Result<Vec<LeaseRow>> {
         let Some(name) = Folders::lock_input(&f.name) else {
             continue;
         };
-        let Some(v) = lake.get_small(&Layout::new(product, name).lock).await? else {
+        let Some(v) = crate::store::get_small(lake, &Layout::new(product, name).lock).await? else {
             continue;
         };
         let row = match serde_json::from_slice::<LeaseRecord>(&v.bytes) {

@@ -19,7 +19,10 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
     let span = tracing::info_span!("check", run_id = %run_id, product = %cfg.product, input = %input_location);
     let _enter = span.enter();
     let (input, key) = open_input(cfg).await.at(Step::Connect, &input_location)?;
-    let reader = input.read(&key).await.at(Step::Stream, &input_location)?;
+    let reader = input
+        .read(&key, 0)
+        .await
+        .at(Step::Stream, &input_location)?;
     let plan = spill_plan(cfg, &run_id, hooks);
     let v =
         Sequencer::new(cfg.contract.clone(), cfg.max_rejected_lines, reader.size).with_spill(plan);
@@ -38,7 +41,7 @@ pub async fn check(cfg: &Config, hooks: Hooks, terminal: &Terminal) -> Result<Su
     .await
     .at(Step::Stream, &input_location)?;
     let mut v = v.ok_or_else(|| Error::internal("check", &input_location, "validator missing"))?;
-    let reread = || input.read(&key);
+    let reread = || input.read(&key, 0);
     let resolution = resolve(
         &mut v,
         &cfg.contract,

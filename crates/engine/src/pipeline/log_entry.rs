@@ -5,7 +5,7 @@
 use time::OffsetDateTime;
 
 use super::ctx::{Ctx, StagedRun};
-use crate::checkpoint::{ContractStamp, PublishedVersion};
+use crate::checkpoint::ContractStamp;
 use crate::commit_log::{self, Entry, LogKeys, Replaced};
 use crate::error::Result;
 use crate::store::ObjectMeta;
@@ -21,7 +21,7 @@ pub(super) async fn log(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMet
         input_name: ctx.cfg.input_name.clone(),
         key: ctx.layout.raw.clone(),
         published_size: published.size,
-        published: PublishedVersion::of(published),
+        published: Some(published.version.clone()),
         published_sha256: staged.published_sha256.clone(),
         output_compression: ctx.cfg.output_compression,
         input_sha256: staged.sha256.clone(),
@@ -53,7 +53,7 @@ async fn replaced(ctx: &Ctx<'_>, keys: &LogKeys, staged: &StagedRun) -> Result<O
         return Ok(Some(Replaced {
             sequence: rec.log_sequence,
             published_size: seen.size,
-            published: PublishedVersion::of(seen),
+            published: Some(seen.version.clone()),
             published_sha256: rec.published_sha256.clone(),
         }));
     }

@@ -115,7 +115,7 @@ pub(super) async fn try_skip(
 }
 
 async fn hash_only(ctx: &Ctx<'_>) -> Result<String> {
-    let reader = ctx.input.read(&ctx.input_key).await?;
+    let reader = ctx.input.read(&ctx.input_key, 0).await?;
     ctx.trace.bytes_in(reader.size);
     let progress =
         ctx.terminal

@@ -6,10 +6,10 @@ use time::OffsetDateTime;
 use tracing::{info, warn};
 
 use super::ctx::{log_outcome, Ctx, StagedRun};
-use crate::checkpoint::{self, Checkpoint, PublishedVersion};
+use crate::checkpoint::{self, Checkpoint};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
-use crate::store::{Expect, Fence, ObjectMeta, Staged, Version};
+use crate::store::{Fence, ObjectMeta, PutMode, Staged, Version};
 use crate::summary::{Action, Summary};
 
 /// Promote the data, then the quarantine, each only over what the run saw when it
@@ -36,14 +36,13 @@ async fn promote(
     seen: Option<&ObjectMeta>,
     fence: Fence,
 ) -> Result<ObjectMeta> {
-    let expect = Expect::from_head(seen);
-    match ctx.lake.promote(staged, &expect, fence).await {
+    match ctx.lake.promote(staged, &PutMode::replacing(seen), fence).await {
         Err(Error::Precondition { location }) => Err(Error::Conflict(format!(
             "conflict: {location} changed since this run decided ({}); another run published it. Nothing more was written; rerun to reconcile",
-            match &expect {
-                Expect::Absent => "it was absent".to_owned(),
-                Expect::Version(Version::ETag(e)) => format!("it had ETag {e}"),
-                Expect::Version(Version::File { .. }) => "the file was replaced".to_owned(),
+            match seen.map(|m| &m.version) {
+                None => "it was absent".to_owned(),
+                Some(Version::ETag(e)) => format!("it had ETag {e}"),
+                Some(Version::File { .. }) => "the file was replaced".to_owned(),
             }
         ))),
         other => other,
@@ -70,7 +69,7 @@ pub(super) async fn commit(
         published_path: lake.location(&ctx.layout.raw),
         published_size: published.size,
         output_compression: ctx.cfg.output_compression,
-        published: PublishedVersion::of(published),
+        published: Some(published.version.clone()),
         quarantine_path: staged
             .quarantine
             .as_ref()
@@ -84,7 +83,7 @@ pub(super) async fn commit(
         log_sequence: Some(log_sequence),
     };
     let key = &ctx.layout.checkpoint;
-    match checkpoint::write(lake, key, &record, prior.map(|c| c.version.as_str())).await {
+    match checkpoint::write(lake, key, &record, prior.map(|c| &c.version)).await {
         Ok(()) => Ok(true),
         Err(Error::Precondition { .. }) => {
             let now = checkpoint::read(lake, key, &ctx.cfg.product, &ctx.cfg.input_name).await?;

@@ -15,10 +15,10 @@ use super::hashed::Hashed;
 use crate::compression::{self, Codec, Encoder, OutputCompression};
 use crate::error::{Error, Result};
 use crate::hook::{CrashPoint, Hooks};
-use crate::store::{Lake, Staged};
+use crate::store::{Lake, Slot, Staged};
 
 /// The second pass: copy the staged output to a second staging, without the lines
-/// the merge found to be later copies, then discard the first. Both are staging:
+/// the merge found to be later copies, then delete the first. Both are staging:
 /// nothing is published before this is done. A compressed output is decoded and
 /// encoded again; the encoder's blocks depend on the content alone, so the bytes
 /// are those of an in-memory run.
@@ -31,10 +31,10 @@ pub(super) async fn second_pass(
     output: OutputCompression,
 ) -> Result<(Staged, String)> {
     let location = lake.location(&first.key);
-    let reader = lake.read(&first.key).await?;
+    let reader = lake.read(&first.key, 0).await?;
     let encoder =
         Encoder::new(output).map_err(|e| Error::store("start output encoder", &location, e))?;
-    let out = Hashed::new(lake.restage(&first, run_id).await?);
+    let out = Hashed::new(lake.stage(&first.dest_key, run_id, Slot::Second).await?);
     let mut rewrite = Rewrite {
         filter: Filter::default(),
         drops,
@@ -69,7 +69,7 @@ pub(super) async fn second_pass(
         return Err(e);
     }
     let staged = rewrite.out.complete().await?;
-    lake.discard(&first).await?;
+    lake.delete(&first.key).await?;
     Ok(staged)
 }
 

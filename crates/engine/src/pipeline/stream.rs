@@ -20,7 +20,7 @@ use crate::error::{Error, Result, Step, StepExt};
 use crate::hook::{CrashPoint, PausePoint};
 use crate::identity::Digester;
 use crate::lease::Lease;
-use crate::store::Upload;
+use crate::store::{Slot, Upload};
 use crate::summary::{Action, Refusal, SpillReport, Summary};
 
 /// What the stream stage produced.
@@ -41,7 +41,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let input = &ctx.input_location;
     let reader = ctx
         .input
-        .read(&ctx.input_key)
+        .read(&ctx.input_key, 0)
         .await
         .at(Step::Stream, input)?;
     ctx.trace.bytes_in(reader.size);
@@ -51,7 +51,7 @@ pub(super) async fn stream(ctx: &Ctx<'_>, lease: &Lease) -> Result<Streamed> {
     let l = &ctx.layout;
     let data = ctx
         .lake
-        .stage(&l.raw, &ctx.run_id)
+        .stage(&l.raw, &ctx.run_id, Slot::First)
         .await
         .map(Hashed::new)
         .at(Step::Stage, input)?;
@@ -126,7 +126,7 @@ async fn settle(
 ) -> Result<(Sequencer, Option<FixedBitSet>, Option<SpillReport>)> {
     let input = &ctx.input_location;
     info!(distinct_events = v.distinct_events(), "stream complete");
-    let reread = || ctx.input.read(&ctx.input_key);
+    let reread = || ctx.input.read(&ctx.input_key, 0);
     let max_line = ctx.cfg.max_line_bytes;
     let contract = &ctx.cfg.contract;
     let resolution = resolve(
@@ -158,8 +158,8 @@ async fn settle(
         // From the first held line's batch on: the lines before it are staged.
         let at = r.resume.offset;
         let reader = match at {
-            0 => ctx.input.read(&ctx.input_key).await?,
-            at => ctx.input.read_from(&ctx.input_key, at).await?,
+            0 => ctx.input.read(&ctx.input_key, 0).await?,
+            at => ctx.input.read(&ctx.input_key, at).await?,
         };
         let (c, hooks) = (contract.clone(), ctx.hooks.pass());
         if at + reader.size != first_size {
@@ -294,7 +294,11 @@ async fn flush_quarantine(
 ) -> Result<()> {
     if upload.is_none() {
         let l = &ctx.layout;
-        *upload = Some(ctx.lake.stage(&l.quarantine, &ctx.run_id).await?);
+        *upload = Some(
+            ctx.lake
+                .stage(&l.quarantine, &ctx.run_id, Slot::First)
+                .await?,
+        );
     }
     match upload.as_mut() {
         Some(u) => u.write(records).await,

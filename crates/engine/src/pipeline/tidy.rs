@@ -27,7 +27,7 @@ pub(super) async fn interrupted(
         .flat_map(|s| std::iter::once(&s.data).chain(&s.quarantine))
         .collect();
     for s in stagings {
-        if let Err(e) = ctx.lake.discard(s).await {
+        if let Err(e) = ctx.lake.delete(&s.key).await {
             ctx.clean.store(false, Ordering::SeqCst);
             warn!(error = %e, "could not remove staging; a later run sweeps it");
         }
@@ -89,7 +89,7 @@ pub(super) async fn lost_lease(ctx: &Ctx<'_>) {
 /// Discard this run's staged data and quarantine; a failure leaves the run unclean.
 pub(super) async fn remove_staging(ctx: &Ctx<'_>, staged: &StagedRun) {
     for s in std::iter::once(&staged.data).chain(staged.quarantine.as_ref()) {
-        if let Err(e) = ctx.lake.discard(s).await {
+        if let Err(e) = ctx.lake.delete(&s.key).await {
             ctx.clean.store(false, Ordering::SeqCst);
             warn!(error = %e, "could not remove staging; a later run sweeps it");
         }

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 
 use crate::s3::S3Options;
-use crate::{CopyFence, Expect, Lake, ObjectMeta, Staged, Store, Upload};
+use crate::{CopyFence, Lake, ObjectMeta, PutMode, Slot, Staged, Store, Upload};
 use landing_error::Error;
 
 mod objects;
@@ -134,7 +134,7 @@ fn spec(name: &str, run_id: &str) -> Spec {
 
 async fn stage(store: &dyn Lake, spec: &Spec) -> Box<dyn Upload> {
     store
-        .stage(&spec.dest_key, &spec.run_id)
+        .stage(&spec.dest_key, &spec.run_id, Slot::First)
         .await
         .expect("stage")
 }
@@ -156,7 +156,7 @@ async fn stage_bytes(store: &dyn Lake, spec: &Spec, data: &[u8], chunk: usize) -
 }
 
 async fn read_all(store: &dyn Store, key: &str) -> Vec<u8> {
-    let r = store.read(key).await.expect("read");
+    let r = store.read(key, 0).await.expect("read");
     let size = r.size;
     let mut out = Vec::new();
     r.into_async_read()
@@ -167,22 +167,22 @@ async fn read_all(store: &dyn Store, key: &str) -> Vec<u8> {
     out
 }
 
-/// Promote `staged` over `expect` under the fence its store's probe found, as a run
+/// Promote `staged` in `mode` under the fence its store's probe found, as a run
 /// does (`promote` cannot be called without one).
 async fn promote(
     store: &dyn Lake,
     staged: &Staged,
-    expect: &Expect,
+    mode: &PutMode,
 ) -> landing_error::Result<ObjectMeta> {
     let fence = store.fencing(&staged.dest_key, RUN_1).await?;
-    store.promote(staged, expect, fence).await
+    store.promote(staged, mode, fence).await
 }
 
 /// Stage, promote and read back `data` under `name`; check what head and promote say.
 async fn round_trip(fx: &dyn Fixture, store: &dyn Lake, name: &str, data: &[u8], chunk: usize) {
     let spec = spec(name, RUN_1);
     let staged = stage_bytes(store, &spec, data, chunk).await;
-    let meta = promote(store, &staged, &Expect::Absent)
+    let meta = promote(store, &staged, &PutMode::Create)
         .await
         .expect("promote");
     assert_eq!(meta.size, data.len() as u64);
@@ -199,7 +199,7 @@ async fn round_trip(fx: &dyn Fixture, store: &dyn Lake, name: &str, data: &[u8],
         read_all(store, &spec.dest_key).await == data,
         "published bytes differ"
     );
-    store.discard(&staged).await.expect("discard");
+    store.delete(&staged.key).await.expect("discard");
     assert!(
         read_all(store, &spec.dest_key).await == data,
         "discard touched the publish"

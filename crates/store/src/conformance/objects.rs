@@ -5,7 +5,7 @@ use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 
 use super::{assert_precondition, pattern, Fixture, Named, MIB};
-use crate::Condition;
+use crate::PutMode;
 use landing_error::Error;
 
 pub async fn location_names_the_object(fx: &dyn Fixture) {
@@ -22,16 +22,19 @@ pub async fn conditional_create_twice_is_precondition(fx: &dyn Fixture) {
     let store = fx.lake();
     let key = "checkpoints/progress/a.jsonl.json";
     let v1 = store
-        .put_small(key, Bytes::from_static(b"first"), Condition::IfAbsent)
+        .put_small(key, Bytes::from_static(b"first"), PutMode::Create)
         .await
         .expect("first create");
     assert_precondition(
         store
-            .put_small(key, Bytes::from_static(b"second"), Condition::IfAbsent)
+            .put_small(key, Bytes::from_static(b"second"), PutMode::Create)
             .await,
         "second create",
     );
-    let got = store.get_small(key).await.expect("get").expect("exists");
+    let got = crate::get_small(&*store, key)
+        .await
+        .expect("get")
+        .expect("exists");
     assert_eq!(&got.bytes[..], b"first");
     assert_eq!(got.version, v1);
 }
@@ -40,10 +43,13 @@ pub async fn if_match_current_version_replaces(fx: &dyn Fixture) {
     let store = fx.lake();
     let key = "checkpoints/progress/a.jsonl.json";
     let v1 = store
-        .put_small(key, Bytes::from_static(b"one"), Condition::IfAbsent)
+        .put_small(key, Bytes::from_static(b"one"), PutMode::Create)
         .await
         .expect("create");
-    let read = store.get_small(key).await.expect("get").expect("exists");
+    let read = crate::get_small(&*store, key)
+        .await
+        .expect("get")
+        .expect("exists");
     assert_eq!(
         read.version, v1,
         "get_small returns the version put_small returned"
@@ -52,12 +58,15 @@ pub async fn if_match_current_version_replaces(fx: &dyn Fixture) {
         .put_small(
             key,
             Bytes::from_static(b"two"),
-            Condition::IfMatch(read.version),
+            PutMode::Update(read.version),
         )
         .await
         .expect("replace current version");
     assert_ne!(v1, v2, "a replace yields a new version");
-    let got = store.get_small(key).await.expect("get").expect("exists");
+    let got = crate::get_small(&*store, key)
+        .await
+        .expect("get")
+        .expect("exists");
     assert_eq!(&got.bytes[..], b"two");
     assert_eq!(got.version, v2);
 }
@@ -66,24 +75,23 @@ pub async fn if_match_stale_version_is_precondition(fx: &dyn Fixture) {
     let store = fx.lake();
     let key = "checkpoints/progress/a.jsonl.json";
     let v1 = store
-        .put_small(key, Bytes::from_static(b"one"), Condition::IfAbsent)
+        .put_small(key, Bytes::from_static(b"one"), PutMode::Create)
         .await
         .expect("create");
     let v2 = store
-        .put_small(
-            key,
-            Bytes::from_static(b"two"),
-            Condition::IfMatch(v1.clone()),
-        )
+        .put_small(key, Bytes::from_static(b"two"), PutMode::Update(v1.clone()))
         .await
         .expect("replace");
     assert_precondition(
         store
-            .put_small(key, Bytes::from_static(b"three"), Condition::IfMatch(v1))
+            .put_small(key, Bytes::from_static(b"three"), PutMode::Update(v1))
             .await,
         "replace of a stale version",
     );
-    let got = store.get_small(key).await.expect("get").expect("exists");
+    let got = crate::get_small(&*store, key)
+        .await
+        .expect("get")
+        .expect("exists");
     assert_eq!(&got.bytes[..], b"two", "a lost condition writes nothing");
     assert_eq!(got.version, v2);
 }
@@ -93,26 +101,25 @@ pub async fn if_match_missing_key_is_precondition(fx: &dyn Fixture) {
     let key = "checkpoints/progress/gone.jsonl.json";
     // A version that once existed: create, read, delete.
     let v = store
-        .put_small(key, Bytes::from_static(b"was"), Condition::IfAbsent)
+        .put_small(key, Bytes::from_static(b"was"), PutMode::Create)
         .await
         .expect("create");
     store.delete(key).await.expect("delete");
     assert_precondition(
         store
-            .put_small(key, Bytes::from_static(b"now"), Condition::IfMatch(v))
+            .put_small(key, Bytes::from_static(b"now"), PutMode::Update(v))
             .await,
         "If-Match on a missing key",
     );
     assert!(
-        store.get_small(key).await.expect("get").is_none(),
+        crate::get_small(&*store, key).await.expect("get").is_none(),
         "nothing written"
     );
 }
 
 pub async fn get_small_missing_is_none(fx: &dyn Fixture) {
     let store = fx.lake();
-    assert!(store
-        .get_small("checkpoints/progress/none.json")
+    assert!(crate::get_small(&*store, "checkpoints/progress/none.json")
         .await
         .expect("get")
         .is_none());
@@ -135,7 +142,7 @@ pub async fn delete_missing_is_ok_and_delete_removes(fx: &dyn Fixture) {
         .expect("delete of a missing key");
     let key = "locks/progress/a.jsonl.lock";
     store
-        .put_small(key, Bytes::from_static(b"held"), Condition::None)
+        .put_small(key, Bytes::from_static(b"held"), PutMode::Overwrite)
         .await
         .expect("put");
     store.delete(key).await.expect("delete");
@@ -147,10 +154,10 @@ pub async fn read_streams_the_bytes(fx: &dyn Fixture) {
     let key = "inbox/a.jsonl";
     let data = pattern(3 * MIB + 17, 1);
     store
-        .put_small(key, Bytes::from(data.clone()), Condition::None)
+        .put_small(key, Bytes::from(data.clone()), PutMode::Overwrite)
         .await
         .expect("put");
-    let mut r = store.read(key).await.expect("read");
+    let mut r = store.read(key, 0).await.expect("read");
     assert_eq!(r.size, data.len() as u64);
     // Read in chunks, as the pipeline does.
     let mut got = Vec::new();
@@ -174,14 +181,11 @@ pub async fn read_from_streams_the_rest(fx: &dyn Fixture) {
     let key = "inbox/b.jsonl";
     let data = pattern(MIB + 5, 2);
     store
-        .put_small(key, Bytes::from(data.clone()), Condition::None)
+        .put_small(key, Bytes::from(data.clone()), PutMode::Overwrite)
         .await
         .expect("put");
     for offset in [0, 1, 4096, MIB + 4] {
-        let r = store
-            .read_from(key, offset as u64)
-            .await
-            .expect("read_from");
+        let r = store.read(key, offset as u64).await.expect("read_from");
         assert_eq!(r.size, (data.len() - offset) as u64, "offset {offset}");
         let mut got = Vec::new();
         r.into_async_read()
@@ -190,7 +194,7 @@ pub async fn read_from_streams_the_rest(fx: &dyn Fixture) {
             .expect("read body");
         assert!(got[..] == data[offset..], "offset {offset}: bytes differ");
     }
-    match store.read_from("inbox/none.jsonl", 10).await {
+    match store.read("inbox/none.jsonl", 10).await {
         Err(Error::NotFound { .. }) => {}
         other => panic!("expected NotFound, got {:?}", other.map(|r| r.size)),
     }
@@ -198,7 +202,7 @@ pub async fn read_from_streams_the_rest(fx: &dyn Fixture) {
 
 pub async fn read_missing_is_not_found(fx: &dyn Fixture) {
     let store = fx.lake();
-    match store.read("inbox/none.jsonl").await {
+    match store.read("inbox/none.jsonl", 0).await {
         Err(Error::NotFound { location }) => {
             assert!(location.contains("inbox/none.jsonl"), "{location}")
         }
@@ -219,7 +223,7 @@ pub async fn list_shows_one_level_with_identity(fx: &dyn Fixture) {
         ("inboxes/d.jsonl", b"d"),
     ] {
         store
-            .put_small(key, Bytes::from_static(body), Condition::None)
+            .put_small(key, Bytes::from_static(body), PutMode::Overwrite)
             .await
             .expect("put");
     }

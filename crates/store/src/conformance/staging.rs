@@ -11,7 +11,7 @@ use super::{
     pattern, promote, read_all, round_trip, spec, stage, stage_bytes, Fixture, MIB, RUN_1,
 };
 use crate::s3::{ChecksumMode, S3Options};
-use crate::{Condition, Expect, Gate};
+use crate::{Gate, PutMode, Slot};
 use landing_error::Error;
 
 pub async fn stage_complete_promote_publishes_exact_bytes(fx: &dyn Fixture) {
@@ -33,10 +33,10 @@ pub async fn staged_object_is_invisible_before_promote(fx: &dyn Fixture) {
         "staged bytes are visible at the destination before promote"
     );
     assert!(matches!(
-        store.read(&spec.dest_key).await,
+        store.read(&spec.dest_key, 0).await,
         Err(Error::NotFound { .. })
     ));
-    promote(&*store, &staged, &Expect::Absent)
+    promote(&*store, &staged, &PutMode::Create)
         .await
         .expect("promote");
     assert!(read_all(&*store, &spec.dest_key).await == data);
@@ -79,7 +79,10 @@ pub async fn staging_past_the_deadline_writes_nothing(fx: &dyn Fixture) {
         .await
         .expect("write");
     gate.deadline.set(Some(Instant::now()));
-    match store.stage("raw/progress/b.jsonl", RUN_1).await {
+    match store
+        .stage("raw/progress/b.jsonl", RUN_1, Slot::First)
+        .await
+    {
         Err(Error::Conflict(m)) => assert!(m.contains("lease deadline passed"), "{m}"),
         Err(e) => panic!("a staging past the deadline failed otherwise: {e}"),
         Ok(_) => panic!("a staging started past the deadline"),
@@ -123,7 +126,7 @@ pub async fn multi_part_staging_round_trips(fx: &dyn Fixture) {
     }
     let staged = up.complete().await.expect("complete");
     assert_eq!(staged.size, data.len() as u64);
-    let meta = promote(&*store, &staged, &Expect::Absent)
+    let meta = promote(&*store, &staged, &PutMode::Create)
         .await
         .expect("promote");
     assert_eq!(meta.size, data.len() as u64);
@@ -182,14 +185,17 @@ pub async fn odd_keys_round_trip(fx: &dyn Fixture) {
         round_trip(fx, &*store, name, &data, 333).await;
         let ck = format!("checkpoints/progress/{name}.json");
         let v = store
-            .put_small(&ck, Bytes::from_static(b"{}"), Condition::IfAbsent)
+            .put_small(&ck, Bytes::from_static(b"{}"), PutMode::Create)
             .await
             .expect("put odd checkpoint");
         store
-            .put_small(&ck, Bytes::from_static(b"{ }"), Condition::IfMatch(v))
+            .put_small(&ck, Bytes::from_static(b"{ }"), PutMode::Update(v))
             .await
             .expect("replace odd checkpoint");
-        let got = store.get_small(&ck).await.expect("get").expect("exists");
+        let got = crate::get_small(&*store, &ck)
+            .await
+            .expect("get")
+            .expect("exists");
         assert_eq!(&got.bytes[..], b"{ }");
     }
     let keys = fx.all_keys().await;
@@ -223,7 +229,7 @@ pub async fn staging_checksums_follow_the_sdk_setting(fx: &dyn Fixture) {
             with_crc,
             "{mode:?}: staged object's CRC32 is {crc32:?}"
         );
-        let meta = promote(&*store, &staged, &Expect::Absent)
+        let meta = promote(&*store, &staged, &PutMode::Create)
             .await
             .expect("promote");
         assert_eq!(meta.size, data.len() as u64);

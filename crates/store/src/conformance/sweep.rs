@@ -11,7 +11,7 @@ use super::{
     RUN_CUR, RUN_OLD, RUN_OLD2,
 };
 use crate::s3::{ConditionalCopy, S3Options};
-use crate::{CopyFence, Expect, Sweep, Upload};
+use crate::{CopyFence, PutMode, Slot, Sweep, Upload};
 
 pub async fn sweep_removes_only_old_leftovers_of_other_runs(fx: &dyn Fixture) {
     sweep_leftovers(fx, false).await;
@@ -101,7 +101,7 @@ async fn sweep_leftovers(fx: &dyn Fixture, uploads_dated_2010: bool) {
     }
     // The current run's upload is intact and still completes.
     let staged = own.complete().await.expect("own upload still completes");
-    promote(&*store, &staged, &Expect::Absent)
+    promote(&*store, &staged, &PutMode::Create)
         .await
         .expect("promote");
     assert!(read_all(&*store, "raw/progress/a.jsonl").await == own_bytes);
@@ -116,10 +116,10 @@ pub async fn leftovers_lists_unpromoted_staging_until_swept(fx: &dyn Fixture) {
     let none: Vec<String> = Vec::new();
     assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
     let published = stage_bytes(&*store, &spec("pub.jsonl", RUN_1), b"{\"x\":1}\n", 8).await;
-    promote(&*store, &published, &Expect::Absent)
+    promote(&*store, &published, &PutMode::Create)
         .await
         .expect("promote");
-    store.discard(&published).await.expect("discard");
+    store.delete(&published.key).await.expect("discard");
     assert_eq!(store.leftovers(&folders).await.expect("leftovers"), none);
 
     let staged = stage_bytes(&*store, &spec("a.jsonl", RUN_OLD), b"{\"x\":2}\n", 8).await;
@@ -127,8 +127,11 @@ pub async fn leftovers_lists_unpromoted_staging_until_swept(fx: &dyn Fixture) {
         store.leftovers(&folders).await.expect("leftovers"),
         vec![store.location(&staged.key)]
     );
-    // The same run's second pass (`restage`), completed, is a leftover too.
-    let mut up = store.restage(&staged, RUN_OLD).await.expect("restage");
+    // The same run's second pass (`Slot::Second`), completed, is a leftover too.
+    let mut up = store
+        .stage(&staged.dest_key, RUN_OLD, Slot::Second)
+        .await
+        .expect("second staging");
     up.write(Bytes::from_static(b"{\"x\":2}\n"))
         .await
         .expect("write");
@@ -168,13 +171,13 @@ pub async fn fencing_reports_the_store_and_promote_obeys_it(fx: &dyn Fixture) {
         .expect("fencing");
     assert_eq!(again, fence, "one verdict per store");
     store
-        .promote(&first, &Expect::Absent, fence)
+        .promote(&first, &PutMode::Create, fence)
         .await
         .expect("first publish");
     if fence.verdict() == CopyFence::Fenced {
         let late = stage_bytes(&*store, &spec("a.jsonl", RUN_CUR), b"{\"x\":2}\n", 8).await;
         assert_precondition(
-            store.promote(&late, &Expect::Absent, fence).await,
+            store.promote(&late, &PutMode::Create, fence).await,
             "a promotion over a publish it did not see",
         );
         assert_eq!(

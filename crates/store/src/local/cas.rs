@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::stage::{write_guarded_temp, write_temp};
-use super::{create_dirs, meta_of, metadata_opt, parent, sync_dir, version_of, LocalStore};
-use crate::{Condition, Expect, ObjectMeta};
+use super::{create_dirs, meta_of, metadata_opt, parent, sync_dir, LocalStore};
+use crate::{ObjectMeta, PutMode, Version};
 use landing_error::{Error, Result};
 
 /// Where guard files live under the root: in the locks zone, hidden.
@@ -77,22 +77,22 @@ fn lock_guard(path: &Path, wait: Duration, mut tried: impl FnMut()) -> io::Resul
     }
 }
 
-/// Replace `dest` with `body` if `cond` holds. `Ok(None)`: the condition is false.
+/// Replace `dest` with `body` if `mode` allows. `Ok(None)`: the condition is false.
 /// The caller holds the guard of `dest` (for a conditional write) and checked the gate.
 pub(super) fn put_small_blocking(
     store: &LocalStore,
     key: &str,
     dest: &Path,
     body: &[u8],
-    cond: &Condition,
-) -> Result<Option<String>> {
+    mode: &PutMode,
+) -> Result<Option<Version>> {
     let io = |op, e| store.err(op, dest, e);
     // An unconditional write (run records: unique keys) needs no compare-and-swap. A
     // conditional one writes its temp file under the guard, at the one name the next
     // writer of the key takes over: a writer killed mid-write leaves nothing behind
     // for long (a commit log's entry is created once, by whoever comes next).
-    let (_guard, (tmp, _tmp_lock)) = match cond {
-        Condition::None => (None, write_temp(dest, body).map_err(|e| io("write", e))?),
+    let (_guard, (tmp, _tmp_lock)) = match mode {
+        PutMode::Overwrite => (None, write_temp(dest, body).map_err(|e| io("write", e))?),
         _ => {
             let guard = store.guard(key, dest)?;
             let temp = write_guarded_temp(dest, body).map_err(|e| io("write", e))?;
@@ -100,12 +100,7 @@ pub(super) fn put_small_blocking(
         }
     };
     let current = metadata_opt(dest).map_err(|e| io("stat", e))?;
-    let allowed = match (cond, &current) {
-        (Condition::None, _) => true,
-        (Condition::IfAbsent, cur) => cur.is_none(),
-        (Condition::IfMatch(v), Some(md)) => &version_of(md) == v,
-        (Condition::IfMatch(_), None) => false,
-    };
+    let allowed = mode.allows(current.map(|md| meta_of(&md).version).as_ref());
     // The last instant before the write, lock held: a run frozen until its lease's
     // deadline passed stops here.
     let gate = store.gate.before_write(key, &dest.display().to_string());
@@ -116,23 +111,22 @@ pub(super) fn put_small_blocking(
     fs::rename(&tmp, dest).map_err(|e| io("write", e))?;
     sync_dir(parent(dest)).map_err(|e| io("write", e))?;
     let md = fs::metadata(dest).map_err(|e| io("write", e))?;
-    Ok(Some(version_of(&md)))
+    Ok(Some(meta_of(&md).version))
 }
 
-/// Publish the temp file `tmp` as `dest` (`key`) if `dest` is still what `expect`
-/// says, under the same guard as compare-and-swap on small files: the check and the
+/// Publish the temp file `tmp` as `dest` (`key`) if `mode` allows what `dest` is, under the same guard as compare-and-swap on small files: the check and the
 /// rename are one step for every writer on this host.
 pub(super) fn promote_blocking(
     store: &LocalStore,
     key: &str,
     tmp: &Path,
     dest: &Path,
-    expect: &Expect,
+    mode: &PutMode,
     expected: u64,
 ) -> Result<ObjectMeta> {
     let _guard = store.guard(key, dest)?;
     let now = metadata_opt(dest).map_err(|e| store.err("stat", dest, e))?;
-    if Expect::from_head(now.map(|m| meta_of(&m)).as_ref()) != *expect {
+    if !mode.allows(now.map(|m| meta_of(&m).version).as_ref()) {
         return Err(Error::Precondition {
             location: dest.display().to_string(),
         });
@@ -181,7 +175,7 @@ mod tests {
         let r = runtime().block_on(store.put_small(
             "checkpoints/p/a.json",
             Bytes::from_static(b"{}"),
-            Condition::IfAbsent,
+            PutMode::Create,
         ));
         assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
         assert!(!dir.path().join("checkpoints/p/a.json").exists());
@@ -189,7 +183,7 @@ mod tests {
         let r = runtime().block_on(store.put_small(
             "checkpoints/p/a.json",
             Bytes::from_static(b"{}"),
-            Condition::IfAbsent,
+            PutMode::Create,
         ));
         assert!(r.is_ok(), "{r:?}");
     }
@@ -204,7 +198,7 @@ mod tests {
         let r = runtime().block_on(store.put_small(
             "checkpoints/p/a.json",
             Bytes::from_static(b"{}"),
-            Condition::IfAbsent,
+            PutMode::Create,
         ));
         assert!(matches!(r, Err(Error::Conflict(_))), "{r:?}");
         let left: Vec<_> = fs::read_dir(dir.path().join("checkpoints/p"))

@@ -25,8 +25,8 @@ mod stage;
 pub(crate) use read::OnceRead;
 
 use super::{
-    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Lake, Listed, Listing, ObjectMeta,
-    ObjectReader, Staged, Store, Sweep, SweepReport, Upload, Version, Versioned,
+    Capabilities, CopyFence, Fence, Gate, Lake, Listed, Listing, ObjectMeta, ObjectReader, PutMode,
+    Slot, Staged, Store, Sweep, SweepReport, Upload, Version,
 };
 use landing_error::{Error, Result};
 
@@ -77,13 +77,6 @@ fn mtime_ns(md: &fs::Metadata) -> i128 {
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as i128)
-}
-
-/// Version token of a small file. Every write goes through a fresh temp file and a
-/// rename, so the inode changes with each version; mtime and size guard inode reuse.
-fn version_of(md: &fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt;
-    format!("{}-{}-{}", md.ino(), mtime_ns(md), md.len())
 }
 
 fn meta_of(md: &fs::Metadata) -> ObjectMeta {
@@ -158,21 +151,27 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| Error::internal("join blocking task", "local", e))?
 }
 
+impl std::fmt::Display for LocalStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let root = self.root.display().to_string();
+        f.write_str(root.strip_suffix('/').unwrap_or(&root))
+    }
+}
+
+impl LocalStore {
+    /// Full human-readable location of `key`: the root and the key.
+    pub fn location(&self, key: &str) -> String {
+        crate::locate(self, key)
+    }
+}
+
 #[async_trait]
 impl Store for LocalStore {
-    fn location(&self, key: &str) -> String {
-        self.root.join(key).display().to_string()
-    }
-
     async fn list(&self, prefix: &str) -> Result<Listing> {
         self.list_folder(prefix, false).await
     }
 
-    async fn read(&self, key: &str) -> Result<ObjectReader> {
-        self.read_from(key, 0).await
-    }
-
-    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+    async fn read(&self, key: &str, offset: u64) -> Result<ObjectReader> {
         let path = self.path(key)?;
         let store = self.clone();
         blocking(move || {
@@ -191,7 +190,7 @@ impl Store for LocalStore {
                 file.seek(SeekFrom::Start(at))
                     .map_err(|e| store.err("seek", &path, e))?;
             }
-            Ok(ObjectReader::file(file, md.len() - at))
+            Ok(ObjectReader::file(file, md.len() - at).with_version(meta_of(&md).version))
         })
         .await
     }
@@ -203,33 +202,12 @@ impl Store for LocalStore {
             .map_err(|e| self.err("stat", &path, e))
     }
 
-    async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
-        let path = self.path(key)?;
-        let store = self.clone();
-        blocking(move || {
-            let mut f = match File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(store.err("open", &path, e)),
-            };
-            // Version and bytes come from the same open file, so they describe one version.
-            let md = f.metadata().map_err(|e| store.err("stat", &path, e))?;
-            let mut buf = Vec::with_capacity(md.len() as usize);
-            io::Read::read_to_end(&mut f, &mut buf).map_err(|e| store.err("read", &path, e))?;
-            Ok(Some(Versioned {
-                bytes: Bytes::from(buf),
-                version: version_of(&md),
-            }))
-        })
-        .await
-    }
-
-    async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
+    async fn put_small(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Version> {
         let path = self.path(key)?;
         let store = self.clone();
         let key = key.to_owned();
         blocking(
-            move || match cas::put_small_blocking(&store, &key, &path, &body, &cond)? {
+            move || match cas::put_small_blocking(&store, &key, &path, &body, &mode)? {
                 Some(v) => Ok(v),
                 None => Err(Error::Precondition {
                     location: path.display().to_string(),
@@ -244,6 +222,17 @@ impl Store for LocalStore {
         let store = self.clone();
         let key = key.to_owned();
         blocking(move || {
+            // A run's own temp file (its staging, once checkpointed) is no published
+            // name: no guard, and no folder fsync, since losing the unlink to a power
+            // cut only leaves what a sweep takes.
+            if is_own_file(&file_name(&path), false) {
+                return match fs::remove_file(&path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        Err(store.err("remove temp file", &path, e))
+                    }
+                    _ => Ok(()),
+                };
+            }
             let _guard = store.guard(&key, &path)?;
             match fs::remove_file(&path) {
                 Ok(()) => sync_dir(parent(&path)).map_err(|e| store.err("sync", &path, e)),
@@ -292,21 +281,21 @@ impl Store for LocalStore {
 /// by a rename under the destination's guard (`cas.rs`).
 #[async_trait]
 impl Lake for LocalStore {
-    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_stage(dest_key, run_id, 1).await
+    async fn stage(&self, dest_key: &str, run_id: &str, slot: Slot) -> Result<Box<dyn Upload>> {
+        let n = match slot {
+            Slot::First => 1,
+            Slot::Second => 2,
+        };
+        self.start_stage(dest_key, run_id, n).await
     }
 
-    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_stage(&first.dest_key, run_id, 2).await
-    }
-
-    async fn promote(&self, staged: &Staged, expect: &Expect, _fence: Fence) -> Result<ObjectMeta> {
+    async fn promote(&self, staged: &Staged, mode: &PutMode, _fence: Fence) -> Result<ObjectMeta> {
         // Always fenced here: the check and the rename are one step under the guard.
         let tmp = self.path(&staged.key)?;
         let dest = self.path(&staged.dest_key)?;
         let store = self.clone();
-        let (expect, size, key) = (expect.clone(), staged.size, staged.dest_key.clone());
-        blocking(move || cas::promote_blocking(&store, &key, &tmp, &dest, &expect, size)).await
+        let (mode, size, key) = (mode.clone(), staged.size, staged.dest_key.clone());
+        blocking(move || cas::promote_blocking(&store, &key, &tmp, &dest, &mode, size)).await
     }
 
     async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<Fence> {
@@ -316,16 +305,6 @@ impl Lake for LocalStore {
 
     fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake> {
         Arc::new(self.clone().with_gate(gate))
-    }
-
-    async fn discard(&self, staged: &Staged) -> Result<()> {
-        // Not the default `delete`: a temp file needs no guard, nor a folder fsync.
-        let tmp = self.path(&staged.key)?;
-        match fs::remove_file(&tmp) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(self.err("remove temp file", &tmp, e)),
-        }
     }
 
     async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {

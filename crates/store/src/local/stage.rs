@@ -289,10 +289,6 @@ impl LocalUpload {
 
 #[async_trait]
 impl Upload for LocalUpload {
-    fn key(&self) -> &str {
-        &self.staged.key
-    }
-
     async fn write(&mut self, data: Bytes) -> Result<()> {
         let Some(file) = self.file.as_mut() else {
             return Err(self.io_err("write temp file", io::Error::other("already closed")));

@@ -10,7 +10,7 @@ use super::error::{map_err, protocol, Cond};
 use super::object::runs_object;
 use super::upload::{abort_upload, complete_upload, join_part, MAX_PART, MAX_PARTS, MIN_PART};
 use super::{S3Store, RUN_ID_META};
-use crate::{Condition, CopyFence, Expect, Fence, ObjectMeta, Staged, Version};
+use crate::{CopyFence, Fence, ObjectMeta, PutMode, Staged, Version};
 use landing_error::{Error, Result};
 
 /// Characters kept as they are in a percent-encoded key segment (RFC 3986 unreserved).
@@ -26,23 +26,17 @@ impl S3Store {
     pub(super) async fn promote_staged(
         &self,
         staged: &Staged,
-        expect: &Expect,
+        mode: &PutMode,
         fence: Fence,
     ) -> Result<ObjectMeta> {
         let src = self.full_key(&staged.key);
         let dst = self.full_key(&staged.dest_key);
         let loc = self.loc_full(&dst);
-        let cond = match (fence.verdict(), expect) {
-            (CopyFence::Fenced, Expect::Absent) => Condition::IfAbsent,
-            (CopyFence::Fenced, Expect::Version(Version::ETag(e))) => Condition::IfMatch(e.clone()),
-            (CopyFence::Fenced, Expect::Version(v)) => {
-                return Err(protocol(
-                    "CopyObject",
-                    &loc,
-                    format!("not an S3 version: {v:?}"),
-                ))
-            }
-            _ => Condition::None,
+        // A store that does not fence copies gets no condition it would ignore or
+        // break on (see `fence.rs`).
+        let cond = match fence.verdict() {
+            CopyFence::Fenced => mode.clone(),
+            _ => PutMode::Overwrite,
         };
         let run_id = staged_run_id(&staged.key);
         self.gate.before_write(&staged.dest_key, &loc)?;
@@ -85,12 +79,7 @@ impl S3Store {
     }
 
     /// Copy a whole object with one `CopyObject` (at most 5 GiB); returns the new ETag.
-    pub(super) async fn copy_whole(
-        &self,
-        src: &str,
-        dst: &str,
-        cond: &Condition,
-    ) -> Result<String> {
+    pub(super) async fn copy_whole(&self, src: &str, dst: &str, cond: &PutMode) -> Result<String> {
         let loc = self.loc_full(dst);
         let req = self
             .client
@@ -98,7 +87,7 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(dst)
             .copy_source(copy_source(&self.bucket, src));
-        let (mut req, c) = conditioned!(req, cond);
+        let (mut req, c) = conditioned!(req, cond).map_err(|e| protocol("CopyObject", &loc, e))?;
         if self.part_checksums {
             // Ask for a checksum of the copy: AWS and moto then store a full-object
             // CRC32 that readers can validate. Without it moto copies the staging
@@ -132,7 +121,7 @@ impl S3Store {
         dst: &str,
         size: u64,
         run_id: &str,
-        cond: &Condition,
+        cond: &PutMode,
     ) -> Result<String> {
         let loc = self.loc_full(dst);
         let created = self
@@ -163,7 +152,7 @@ impl S3Store {
         dst: &str,
         size: u64,
         upload_id: &str,
-        cond: &Condition,
+        cond: &PutMode,
     ) -> Result<String> {
         let loc = self.loc_full(dst);
         let part = copy_part_size(size, self.cfg.part_size as u64);

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::{ConditionalCopy, S3Store};
-use crate::{Condition, CopyFence, Fence};
+use crate::{CopyFence, Fence, PutMode};
 use landing_error::{Error, Result};
 
 impl S3Store {
@@ -45,18 +45,15 @@ impl S3Store {
     async fn probe_create(&self, key: &str) -> Result<()> {
         let first = Bytes::from_static(b"landing probe: the first create");
         let result = async {
-            self.put_small_object(key, first.clone(), &Condition::None)
+            self.put_small_object(key, first.clone(), &PutMode::Overwrite)
                 .await?;
             let second = Bytes::from_static(b"landing probe: a second create of the same key");
-            match self
-                .put_small_object(key, second, &Condition::IfAbsent)
-                .await
-            {
+            match self.put_small_object(key, second, &PutMode::Create).await {
                 Err(Error::Precondition { .. }) => {}
                 Ok(_) => return Ok(false),
                 Err(e) => return Err(e),
             }
-            let kept = self.get_small_object(key).await?;
+            let kept = crate::get_small(self, key).await?;
             Ok(kept.is_some_and(|k| k.bytes == first))
         }
         .await;
@@ -96,14 +93,15 @@ impl S3Store {
         let source = Bytes::from_static(
             b"landing probe source: these bytes must never reach the probe's target object",
         );
-        self.put_small_object(src, source, &Condition::None).await?;
+        self.put_small_object(src, source, &PutMode::Overwrite)
+            .await?;
         let etag = self
-            .put_small_object(dst, target.clone(), &Condition::None)
+            .put_small_object(dst, target.clone(), &PutMode::Overwrite)
             .await?;
         let (full_src, full_dst) = (self.full_key(src), self.full_key(dst));
         // Must fail: the target exists.
         let refused = match self
-            .copy_whole(&full_src, &full_dst, &Condition::IfAbsent)
+            .copy_whole(&full_src, &full_dst, &PutMode::Create)
             .await
         {
             Ok(_) => false,
@@ -112,7 +110,7 @@ impl S3Store {
         };
         // A target that no longer reads back (a body shorter than its length) is not
         // intact either.
-        let intact = match self.get_small_object(dst).await {
+        let intact = match crate::get_small(self, dst).await {
             Ok(kept) => kept.is_some_and(|k| k.bytes == target),
             Err(e) => {
                 tracing::warn!(error = %e, "the probe's target does not read back after a refused copy");
@@ -131,7 +129,7 @@ impl S3Store {
         }
         // Must succeed: the right ETag.
         match self
-            .copy_whole(&full_src, &full_dst, &Condition::IfMatch(etag))
+            .copy_whole(&full_src, &full_dst, &PutMode::Update(etag))
             .await
         {
             Ok(_) => Ok(CopyFence::Fenced),

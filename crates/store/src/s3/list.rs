@@ -93,7 +93,7 @@ impl S3Store {
             for run in self.list_prefix(folder).await?.folders {
                 let run_folder = format!("{folder}{run}");
                 let listing = self.list_prefix(&run_folder).await?;
-                // A second pass stages under the run's `pass2/` (see `restage`).
+                // A second pass stages under the run's `pass2/` (`Slot::Second`).
                 let pass2 = format!("{run_folder}/{}", super::PASS2);
                 let second = if listing.folders.iter().any(|d| d == super::PASS2) {
                     self.list_prefix(&pass2).await?.files

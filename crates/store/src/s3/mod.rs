@@ -66,22 +66,24 @@ use aws_sdk_s3::Client;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
-/// The staging subfolder of a run's second pass (`Lake::restage`).
+/// The staging subfolder of a run's second pass (`Slot::Second`).
 const PASS2: &str = "pass2";
 
-/// A request builder with `cond` as its `If-None-Match`/`If-Match` header, and the
-/// condition it carries. A macro: the SDK's builders share no trait for these.
+/// A request builder with `mode` as its `If-None-Match`/`If-Match` header, and the
+/// condition it carries; `Err` for a version that is no ETag. A macro: the SDK's
+/// builders share no trait for these.
 macro_rules! conditioned {
-    ($req:expr, $cond:expr) => {
-        match $cond {
-            $crate::Condition::None => ($req, $crate::s3::error::Cond::None),
-            $crate::Condition::IfAbsent => {
-                ($req.if_none_match("*"), $crate::s3::error::Cond::IfAbsent)
+    ($req:expr, $mode:expr) => {
+        match $mode {
+            $crate::PutMode::Overwrite => Ok(($req, $crate::s3::error::Cond::None)),
+            $crate::PutMode::Create => {
+                Ok(($req.if_none_match("*"), $crate::s3::error::Cond::IfAbsent))
             }
-            $crate::Condition::IfMatch(etag) => (
+            $crate::PutMode::Update($crate::Version::ETag(etag)) => Ok((
                 $req.if_match(etag.clone()),
                 $crate::s3::error::Cond::IfMatch,
-            ),
+            )),
+            $crate::PutMode::Update(v) => Err(format!("not an S3 version: {v:?}")),
         }
     };
 }
@@ -97,8 +99,8 @@ mod upload;
 pub use options::{defaults, ChecksumMode, ConditionalCopy, S3Options, PART_SIZE_MIB_RANGE};
 
 use super::{
-    Capabilities, Condition, CopyFence, Expect, Fence, Gate, Lake, Listing, ObjectMeta,
-    ObjectReader, Staged, Store, Sweep, SweepReport, Upload, Versioned,
+    Capabilities, CopyFence, Fence, Gate, Lake, Listing, ObjectMeta, ObjectReader, PutMode, Slot,
+    Staged, Store, Sweep, SweepReport, Upload, Version,
 };
 use landing_error::{Error, Result};
 
@@ -268,22 +270,24 @@ fn join_key(prefix: &str, key: &str) -> String {
     }
 }
 
+/// `s3://<bucket>[/<prefix>]`: the root a key's location starts with.
+impl std::fmt::Display for S3Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.prefix.as_str() {
+            "" => write!(f, "s3://{}", self.bucket),
+            prefix => write!(f, "s3://{}/{prefix}", self.bucket),
+        }
+    }
+}
+
 /// The object primitives, each in the file of its concern.
 #[async_trait]
 impl Store for S3Store {
-    fn location(&self, key: &str) -> String {
-        self.loc_full(&self.full_key(key))
-    }
-
     async fn list(&self, prefix: &str) -> Result<Listing> {
         self.list_prefix(prefix).await
     }
 
-    async fn read(&self, key: &str) -> Result<ObjectReader> {
-        self.read_object(key, 0).await
-    }
-
-    async fn read_from(&self, key: &str, offset: u64) -> Result<ObjectReader> {
+    async fn read(&self, key: &str, offset: u64) -> Result<ObjectReader> {
         self.read_object(key, offset).await
     }
 
@@ -291,12 +295,8 @@ impl Store for S3Store {
         self.head_object(key).await
     }
 
-    async fn get_small(&self, key: &str) -> Result<Option<Versioned>> {
-        self.get_small_object(key).await
-    }
-
-    async fn put_small(&self, key: &str, body: Bytes, cond: Condition) -> Result<String> {
-        self.put_small_object(key, body, &cond).await
+    async fn put_small(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Version> {
+        self.put_small_object(key, body, &mode).await
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
@@ -316,18 +316,15 @@ impl Store for S3Store {
 /// (`copy.rs`, `fence.rs`), swept with its incomplete uploads (`list.rs`).
 #[async_trait]
 impl Lake for S3Store {
-    async fn stage(&self, dest_key: &str, run_id: &str) -> Result<Box<dyn Upload>> {
-        self.start_upload(dest_key, run_id, None).await
+    async fn stage(&self, dest_key: &str, run_id: &str, slot: Slot) -> Result<Box<dyn Upload>> {
+        // A second slot sits under the run's own staging folder, so its sweeps take it
+        // like the first.
+        let scratch = (slot == Slot::Second).then_some(PASS2);
+        self.start_upload(dest_key, run_id, scratch).await
     }
 
-    async fn restage(&self, first: &Staged, run_id: &str) -> Result<Box<dyn Upload>> {
-        // Under the run's own staging folder, so its sweeps take it like the first.
-        self.start_upload(&first.dest_key, run_id, Some(PASS2))
-            .await
-    }
-
-    async fn promote(&self, staged: &Staged, expect: &Expect, fence: Fence) -> Result<ObjectMeta> {
-        self.promote_staged(staged, expect, fence).await
+    async fn promote(&self, staged: &Staged, mode: &PutMode, fence: Fence) -> Result<ObjectMeta> {
+        self.promote_staged(staged, mode, fence).await
     }
 
     async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence> {
@@ -337,8 +334,6 @@ impl Lake for S3Store {
     fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake> {
         Arc::new(self.clone().with_gate(gate))
     }
-
-    // `discard`: the default, a delete of the staging key.
 
     async fn leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
         self.staging_leftovers(folders).await

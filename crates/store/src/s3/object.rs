@@ -14,18 +14,11 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use super::error::{content_length, map_err, protocol, Cond};
 use super::{S3Store, RUN_ID_META};
-use crate::{Condition, ObjectMeta, ObjectReader, Version, Versioned};
+use crate::{ObjectMeta, ObjectReader, PutMode, Version};
 use landing_error::{Error, Result};
 
-/// How one read of a small object ended: whole, or with its body failed after the
-/// response head (which the SDK does not retry).
-enum SmallRead {
-    Done(Option<Versioned>),
-    BodyFailed(Error),
-}
-
 impl S3Store {
-    /// [`crate::Store::read_from`]: one streaming `GetObject`, ranged past `offset`.
+    /// [`crate::Store::read`]: one streaming `GetObject`, ranged past `offset`.
     pub(super) async fn read_object(&self, key: &str, offset: u64) -> Result<ObjectReader> {
         let full = self.full_key(key);
         let loc = self.loc_full(&full);
@@ -52,12 +45,17 @@ impl S3Store {
             ));
         }
         let size = content_length(out.content_length(), "GetObject", &loc)?;
+        let version = Version::ETag(
+            out.e_tag()
+                .ok_or_else(|| protocol("GetObject", &loc, "answer carries no ETag"))?
+                .to_owned(),
+        );
         let body = StallTimeout::new(
             Box::pin(out.body.into_async_read()),
             self.cfg.read_timeout,
             loc,
         );
-        Ok(ObjectReader::new(body, size))
+        Ok(ObjectReader::new(body, size).with_version(version))
     }
 
     pub(super) async fn head_object(&self, key: &str) -> Result<Option<ObjectMeta>> {
@@ -86,63 +84,12 @@ impl S3Store {
         }
     }
 
-    pub(super) async fn get_small_object(&self, key: &str) -> Result<Option<Versioned>> {
-        // The SDK retries a request until its response head arrives; a body that then
-        // stalls (its stalled-stream protection) or breaks is not retried. Seen on
-        // LocalStack under heavy load with a lease body. Small objects are read whole,
-        // so the read is simply repeated, as many times as a request may be tried.
-        let mut attempt = 1;
-        loop {
-            match self.get_small_once(key).await? {
-                SmallRead::Done(v) => return Ok(v),
-                SmallRead::BodyFailed(e) if attempt < self.cfg.max_attempts => {
-                    tracing::debug!(error = %e, attempt, "small object body failed; reading it again");
-                    attempt += 1;
-                }
-                SmallRead::BodyFailed(e) => return Err(e),
-            }
-        }
-    }
-
-    /// One GetObject of a small object, read whole; a failed body is told apart.
-    async fn get_small_once(&self, key: &str) -> Result<SmallRead> {
-        let full = self.full_key(key);
-        let loc = self.loc_full(&full);
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(&full)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) => {
-                return match map_err("GetObject", &loc, e, Cond::None) {
-                    Error::NotFound { .. } => Ok(SmallRead::Done(None)),
-                    e => Err(e),
-                }
-            }
-        };
-        let version = out
-            .e_tag()
-            .ok_or_else(|| protocol("GetObject", &loc, "answer carries no ETag"))?
-            .to_owned();
-        match out.body.collect().await {
-            Ok(body) => Ok(SmallRead::Done(Some(Versioned {
-                bytes: body.into_bytes(),
-                version,
-            }))),
-            Err(e) => Ok(SmallRead::BodyFailed(Error::store("GetObject", &loc, e))),
-        }
-    }
-
     pub(super) async fn put_small_object(
         &self,
         key: &str,
         body: Bytes,
-        cond: &Condition,
-    ) -> Result<String> {
+        mode: &PutMode,
+    ) -> Result<Version> {
         let full = self.full_key(key);
         let loc = self.loc_full(&full);
         self.gate.before_write(key, &loc)?;
@@ -153,13 +100,13 @@ impl S3Store {
             .key(&full)
             .content_length(body.len() as i64)
             .body(ByteStream::from(body));
-        let (req, c) = conditioned!(req, cond);
+        let (req, c) = conditioned!(req, mode).map_err(|e| protocol("PutObject", &loc, e))?;
         let out = req
             .send()
             .await
             .map_err(|e| map_err("PutObject", &loc, e, c))?;
         out.e_tag()
-            .map(str::to_owned)
+            .map(|e| Version::ETag(e.to_owned()))
             .ok_or_else(|| protocol("PutObject", &loc, "answer carries no ETag"))
     }
 
@@ -340,16 +287,16 @@ mod tests {
             }
         });
         let cfg = S3Options {
-            max_attempts: 2,
+            max_attempts: 1,
             ..S3Options::default()
         };
-        let got = store_at(addr, cfg)
-            .get_small("locks/progress/a.jsonl.lock")
+        let store = store_at(addr, cfg);
+        let got = crate::get_small(&store, "locks/progress/a.jsonl.lock")
             .await
             .expect("the second read is whole")
             .expect("present");
         assert_eq!(&got.bytes[..], b"0123456789");
-        assert_eq!(got.version, "\"e\"");
+        assert_eq!(got.version, Version::ETag("\"e\"".into()));
         tokio::task::spawn_blocking(move || server.join())
             .await
             .expect("join")
@@ -388,7 +335,7 @@ mod tests {
         };
         let store = store_at(addr, cfg);
         let reader = store
-            .read("inbox/a.jsonl")
+            .read("inbox/a.jsonl", 0)
             .await
             .expect("GetObject answered");
         assert_eq!(reader.size, 100);

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use super::error::{is_no_such_upload, map_err, protocol, Cond, Failure};
 use super::object::runs_object;
 use super::{S3Store, RUN_ID_META};
-use crate::{Condition, Gate, Staged, Upload};
+use crate::{Gate, PutMode, Staged, Upload};
 use landing_error::{Error, Result};
 
 /// S3's smallest allowed part, for all parts but the last.
@@ -279,10 +279,6 @@ impl S3Upload {
 
 #[async_trait]
 impl Upload for S3Upload {
-    fn key(&self) -> &str {
-        &self.staging_key
-    }
-
     async fn write(&mut self, mut data: Bytes) -> Result<()> {
         self.check_usable()?;
         self.size += data.len() as u64;
@@ -373,7 +369,7 @@ impl S3Upload {
             &ctx.upload_id,
             parts,
             &ctx.location,
-            &Condition::None,
+            &PutMode::Overwrite,
         )
         .await;
         let completed = match completed {
@@ -437,7 +433,7 @@ pub(super) async fn complete_upload(
     upload_id: &str,
     mut parts: Vec<CompletedPart>,
     loc: &str,
-    cond: &Condition,
+    cond: &PutMode,
 ) -> Result<String> {
     parts.sort_by_key(|p| p.part_number());
     let req = client
@@ -450,7 +446,8 @@ pub(super) async fn complete_upload(
                 .set_parts(Some(parts))
                 .build(),
         );
-    let (req, c) = conditioned!(req, cond);
+    let (req, c) =
+        conditioned!(req, cond).map_err(|e| protocol("CompleteMultipartUpload", loc, e))?;
     let out = req
         .send()
         .await

@@ -444,6 +444,32 @@ mod tests {
         assert_eq!(c.drift(here, Some(&meta(10, "\"f\""))), Some(changed));
     }
 
+    /// A version is stored as the `published_*` fields (docs/interface.md § 4) and
+    /// read back as the same version, on S3 and on a local disk.
+    #[test]
+    fn a_published_version_round_trips_through_its_fields() {
+        let mut c = record();
+        c.published = Some(Version::File {
+            mtime_ns: 1_700_000_000_123_456_789,
+            ino: 42,
+            ctime_ns: 1_700_000_001_000_000_001,
+        });
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["published_mtime_ns"], 1_700_000_000_123_456_789_i64);
+        assert_eq!(json["published_ino"], 42);
+        assert_eq!(json["published_ctime_ns"], 1_700_000_001_000_000_001_i64);
+        assert!(json.get("published_etag").is_none());
+        let back: Checkpoint = serde_json::from_value(json).unwrap();
+        assert_eq!(back.published, c.published);
+
+        c.published = Some(Version::ETag("\"e\"".into()));
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["published_etag"], "\"e\"");
+        assert!(json.get("published_ino").is_none());
+        let back: Checkpoint = serde_json::from_value(json).unwrap();
+        assert_eq!(back.published, c.published);
+    }
+
     #[test]
     fn local_marker_is_mtime_inode_and_ctime() {
         let file = |mtime_ns, ino, ctime_ns| ObjectMeta {

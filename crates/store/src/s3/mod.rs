@@ -1,5 +1,4 @@
-//! The S3 backend: the run contract mapped onto S3 (and S3-compatible servers:
-//! SeaweedFS, MinIO, LocalStack, moto).
+//! The S3 backend: the run contract mapped onto S3 and S3-compatible servers.
 //!
 //! | contract step | S3 operations | file |
 //! |---|---|---|
@@ -24,24 +23,26 @@
 //!   a header because part bodies are in memory), and `CompleteMultipartUpload` lists
 //!   every part's CRC32 as the server echoed it. The server validates each part and the
 //!   composite checksum. (If Create names an algorithm, Complete must list every part's
-//!   checksum; LocalStack rejects per-part checksums when Create named none, which the
+//!   checksum; a server may reject per-part checksums when Create named none, which the
 //!   SDK would send by default, so both ends name it.)
 //!   `CopyObject` then asks for a CRC32 of the copy, so the published object carries a
-//!   full-object checksum readers can validate (moto would otherwise copy the composite
-//!   checksum without its `-N` suffix, which every SDK GET rejects as a mismatch).
+//!   full-object checksum readers can validate (a server may otherwise copy the
+//!   composite checksum without its `-N` suffix, which every SDK GET rejects as a
+//!   mismatch).
 //! - `when_required`: no checksum anywhere in the upload or the copy (none is required
 //!   by `UploadPart` or `CopyObject`), for servers that mishandle them.
 //!
 //! The multipart copy used for very large promotions names no checksum algorithm:
 //! `UploadPartCopy` carries no body, and Complete then needs no part checksums.
 //!
-//! Sweeps trust `Initiated` of `ListMultipartUploads` for the age of an upload; moto
-//! answers a fixed 2010 date there, so on moto every incomplete upload looks old.
+//! Sweeps trust `Initiated` of `ListMultipartUploads` for the age of an upload; a
+//! server that answers a fixed date there makes every incomplete upload look old.
 //!
 //! **Fencing a copy.** A copy's destination condition is what stops a late copy (a
 //! killed run's request still executing on the server) from overwriting a newer
-//! publish. Stores differ: AWS S3 and SeaweedFS 4.48 honour it, moto 5.2.5 ignores it,
-//! and LocalStack 4.14.0 answers 412 but overwrites the destination's bytes anyway. So
+//! publish. Stores differ: AWS S3 honours it, some S3-compatible servers ignore it, and
+//! some answer 412 but overwrite the destination's bytes anyway (docs/design.md,
+//! "Which stores fence a copy", has the stores measured). So
 //! [`Lake::fencing`] probes the store once per store value on two scratch keys in the
 //! run's own staging (never `raw/`): a copy that must fail its condition, then a
 //! read-back. [`Lake::promote`] takes the [`Fence`] that returned, so no promotion is
@@ -52,8 +53,8 @@
 //!
 //! Provider differences are normalised here: a false write condition is
 //! [`Error::Precondition`] whether the server answers 412, 409
-//! `ConditionalRequestConflict`, or 404 `NoSuchKey` (AWS and moto, for `If-Match` on a
-//! missing key; SeaweedFS answers 412).
+//! `ConditionalRequestConflict`, or 404 `NoSuchKey` (AWS, for `If-Match` on a missing
+//! key; other servers answer 412).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1120,8 +1120,41 @@ fn a_dead_holders_unchanged_input_is_swept_not_skipped_cheaply(kind: Kind) {
     );
 }
 
+/// A first landing from an inbox skips the HEADs of the published name and the
+/// quarantine where promotions are fenced (no lease and no checkpoint: no run ever
+/// wrote them). An object placed there by hand, with neither, is still never
+/// overwritten unseen: the fenced create refuses it (a conflict, exit 75) and the
+/// rerun, whose lease exists now, reads it and replaces it. Where copies are not
+/// fenced (moto, LocalStack: design.md's table) the run reads it first and replaces
+/// it at once.
+fn an_object_placed_by_hand_where_nothing_landed_is_not_overwritten_unseen(kind: Kind) {
+    let w = World::new(kind, "inbox-placed");
+    put_inbox(&w, &day(1), &input_bytes(1));
+    put_inbox(&w, &day(2), &input_bytes(2));
+    let raw = format!("raw/progress/{}", day(1));
+    let placed = b"{\"placed\":\"by hand\"}\n";
+    w.put(&raw, placed);
+    let fenced = matches!(kind, Kind::Local | Kind::S3(Server::Seaweed));
+    let r = inbox_run(&w, &[], &[]);
+    assert_eq!(r.action(&day(2)), "published", "{}", r.ctx());
+    if fenced {
+        assert_eq!(r.run.code, Some(75), "{}", r.ctx());
+        assert_eq!(r.action(&day(1)), "conflict", "{}", r.ctx());
+        assert_eq!(w.get(&raw).as_deref(), Some(&placed[..]), "left as placed");
+        let r = inbox_run(&w, &[], &[]);
+        assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+        assert_eq!(r.action(&day(1)), "published", "{}", r.ctx());
+    } else {
+        assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+        assert_eq!(r.action(&day(1)), "published", "{}", r.ctx());
+    }
+    assert_eq!(w.get(&raw), Some(expected_publish(&input_bytes(1))));
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+}
+
 matrix! {
     a_dead_holders_unchanged_input_is_swept_not_skipped_cheaply: [local, seaweed, moto, localstack];
+    an_object_placed_by_hand_where_nothing_landed_is_not_overwritten_unseen: [local, seaweed, moto, localstack];
     inbox_lands_each_input_and_reports_totals: [local, seaweed, moto, localstack];
     unchanged_inbox_skips_without_reading: [local, seaweed, moto, localstack];
     old_checkpoint_is_read_once_and_upgraded: [local, seaweed, moto, localstack];

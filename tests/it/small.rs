@@ -203,15 +203,18 @@ fn requests_by_zone(seen: &[Seen]) -> BTreeMap<String, usize> {
     by
 }
 
-/// The request budget of a small input's first landing from an inbox, 11 in all:
-/// the checkpoint is read once (the cheap skip's read serves the run, whose lease
-/// was new), the published name and the quarantine are looked at once each, and no
-/// HEAD follows the copy (its answer names the object). The checkpoint then
-/// records the size and ETag a HEAD of the published object reports, so an
-/// unchanged rerun skips every input without reading it. The commit log adds one
-/// PUT per input, and for the process one read and one write of its hint.
-fn an_inbox_first_landing_sends_eleven_requests_per_input(server: Server) {
-    let w = World::new(Kind::S3(server), "eleven-requests");
+/// The request budget of a small input's first landing from an inbox, 9 in all on
+/// a store that fences copies (SeaweedFS, design.md's table), 11 elsewhere: the
+/// checkpoint is read once (the cheap skip's read serves the run, whose lease was
+/// new); the published name and the quarantine are looked at only where a copy is
+/// not fenced (a new lease and no checkpoint mean no run ever wrote them, and a
+/// fenced create refuses one placed by hand); no HEAD follows the copy (its answer
+/// names the object). The checkpoint then records the size and ETag a HEAD of the
+/// published object reports, so an unchanged rerun skips every input without
+/// reading it. The commit log adds one PUT per input, and for the process one read
+/// and one write of its hint.
+fn an_inbox_first_landing_sends_nine_requests_per_input_where_copies_are_fenced(server: Server) {
+    let w = World::new(Kind::S3(server), "nine-requests");
     const N: usize = 3;
     for i in 1..=N {
         put_inbox(&w, &format!("s-{i}.jsonl"), &generated(200, i as u64));
@@ -227,8 +230,6 @@ fn an_inbox_first_landing_sends_eleven_requests_per_input(server: Server) {
     let expected: BTreeMap<String, usize> = [
         ("GetObject checkpoints", 1),
         ("PutObject locks", 2),
-        ("HeadObject raw", 1),
-        ("HeadObject quarantine", 1),
         ("GetObject inbox", 1),
         ("PutObject staging", 1),
         ("CopyObject raw", 1),
@@ -237,6 +238,13 @@ fn an_inbox_first_landing_sends_eleven_requests_per_input(server: Server) {
         ("PutObject runs", 1),
     ]
     .into_iter()
+    // Moto copies whatever the condition, and LocalStack is never sent one.
+    .chain(match server {
+        Server::Seaweed => vec![],
+        Server::Moto | Server::Localstack => {
+            vec![("HeadObject raw", 1), ("HeadObject quarantine", 1)]
+        }
+    })
     .map(|(k, n)| (k.to_owned(), n * N))
     .collect();
     assert_eq!(requests_by_zone(&seen), expected, "requests of {N} inputs");
@@ -295,5 +303,5 @@ matrix! {
 
 matrix! {
     s3 a_sweep_lists_staging_only_after_a_run_that_may_have_left_some: [seaweed, moto];
-    s3 an_inbox_first_landing_sends_eleven_requests_per_input: [seaweed, moto, localstack];
+    s3 an_inbox_first_landing_sends_nine_requests_per_input_where_copies_are_fenced: [seaweed, moto, localstack];
 }

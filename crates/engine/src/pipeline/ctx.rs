@@ -84,6 +84,7 @@ pub(super) async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)>
 }
 
 /// The published object and quarantine as the run saw them when it decided.
+#[derive(Default)]
 pub(super) struct Existing {
     pub(super) raw: Option<ObjectMeta>,
     pub(super) quarantine: Option<ObjectMeta>,

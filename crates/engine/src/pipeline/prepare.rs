@@ -59,7 +59,12 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
             sweep_others(ctx).await.map_err(at(Step::Sweep))
         },
         // What readers see now is the condition of our promotion (the fence).
-        async { Existing::read(ctx).await.map_err(at(Step::ReadCheckpoint)) },
+        async {
+            if never_landed(ctx, lease) && fenced(ctx).await.map_err(at(Step::Connect))? {
+                return Ok(Existing::default());
+            }
+            Existing::read(ctx).await.map_err(at(Step::ReadCheckpoint))
+        },
     )?;
     // No lease existed, yet the input was landed before: its lease was deleted by
     // hand, and whatever its holder left is unknown.
@@ -75,6 +80,27 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
         prior,
         existing,
     })
+}
+
+/// No run of this input ever held its lease (none existed until ours, and a lease
+/// record outlives its release) and it had no checkpoint before ours: so no run
+/// wrote its published object or quarantine, and a first landing of an inbox input
+/// saves their two HEADs. Only on a store whose promotions are fenced: one placed
+/// there by hand, with the lease and checkpoint deleted, fails the promotion's
+/// create with a conflict, and the rerun (its lease exists now) reads them.
+fn never_landed(ctx: &Ctx<'_>, lease: &Lease) -> bool {
+    let no_checkpoint = matches!(
+        ctx.checkpoint_before_lease,
+        Some(crate::pipeline::CheckpointRead { found: None })
+    );
+    lease.inherited() == Inherited::Fresh && no_checkpoint
+}
+
+/// Does the store fence promotions? The probe runs once per store; every later
+/// call answers from it.
+async fn fenced(ctx: &Ctx<'_>) -> Result<bool> {
+    let fence = ctx.lake.fencing(&ctx.layout.raw, &ctx.run_id).await?;
+    Ok(fence.verdict() == CopyFence::Fenced)
 }
 
 /// Skip rule: the checkpoint's hash equals the input's and the published object it

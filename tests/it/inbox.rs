@@ -1122,39 +1122,94 @@ fn a_dead_holders_unchanged_input_is_swept_not_skipped_cheaply(kind: Kind) {
 
 /// A first landing from an inbox skips the HEADs of the published name and the
 /// quarantine where promotions are fenced (no lease and no checkpoint: no run ever
-/// wrote them). An object placed there by hand, with neither, is still never
-/// overwritten unseen: the fenced create refuses it (a conflict, exit 75) and the
-/// rerun, whose lease exists now, reads it and replaces it. Where copies are not
-/// fenced (moto, LocalStack: design.md's table) the run reads it first and replaces
-/// it at once.
-fn an_object_placed_by_hand_where_nothing_landed_is_not_overwritten_unseen(kind: Kind) {
+/// wrote them). An object there all the same (placed by hand, or left by a run
+/// whose lease was deleted by hand) is never overwritten unseen: the fenced create
+/// refuses it, the run reads it then and publishes over it, and its log entry names
+/// it as replaced, as where copies are not fenced (moto, LocalStack: docs/design.md's
+/// table) and the run reads it first.
+fn an_object_placed_by_hand_where_nothing_landed_is_replaced_seen(kind: Kind) {
     let w = World::new(kind, "inbox-placed");
     put_inbox(&w, &day(1), &input_bytes(1));
     put_inbox(&w, &day(2), &input_bytes(2));
     let raw = format!("raw/progress/{}", day(1));
     let placed = b"{\"placed\":\"by hand\"}\n";
     w.put(&raw, placed);
-    let fenced = matches!(kind, Kind::Local | Kind::S3(Server::Seaweed));
     let r = inbox_run(&w, &[], &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.action(&day(1)), "published", "{}", r.ctx());
     assert_eq!(r.action(&day(2)), "published", "{}", r.ctx());
-    if fenced {
-        assert_eq!(r.run.code, Some(75), "{}", r.ctx());
-        assert_eq!(r.action(&day(1)), "conflict", "{}", r.ctx());
-        assert_eq!(w.get(&raw).as_deref(), Some(&placed[..]), "left as placed");
-        let r = inbox_run(&w, &[], &[]);
-        assert_eq!(r.run.code, Some(0), "{}", r.ctx());
-        assert_eq!(r.action(&day(1)), "published", "{}", r.ctx());
-    } else {
-        assert_eq!(r.run.code, Some(0), "{}", r.ctx());
-        assert_eq!(r.action(&day(1)), "published", "{}", r.ctx());
-    }
     assert_eq!(w.get(&raw), Some(expected_publish(&input_bytes(1))));
+    let fenced = matches!(kind, Kind::Local | Kind::S3(Server::Seaweed));
+    assert_eq!(
+        r.run.stderr.contains("no run had landed this input"),
+        fenced,
+        "the create found it (fenced stores) or the HEAD did: {}",
+        r.ctx()
+    );
+    let log = crate::commit_log::log_entries(&w, "progress");
+    let entry = log
+        .iter()
+        .find(|e| e["input_name"] == day(1).as_str())
+        .expect("an entry for the placed name");
+    assert_eq!(
+        entry["replaced"]["published_size"],
+        placed.len(),
+        "the entry names what it replaced: {entry}"
+    );
+    assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
+}
+
+fn one_reject() -> model::Opts {
+    model::Opts {
+        max_rejected_lines: 1,
+        ..model::Opts::default()
+    }
+}
+
+/// The case an operator meets: a first landing killed after its publish, its stuck
+/// lease then deleted by hand. The next inbox run has no lease and no checkpoint to
+/// go by, finds the killed run's publish when its fenced create is refused, and
+/// publishes over it at once (no conflict), logging one entry that names no earlier
+/// entry; a quarantine placed where nothing landed is read and replaced the same way.
+fn a_first_landing_killed_after_its_publish_then_its_lease_deleted_lands_at_once(kind: Kind) {
+    let w = World::new(kind, "inbox-lease-deleted");
+    let mut with_reject = generated(3_000, 103);
+    with_reject.extend_from_slice(b"not json\n");
+    put_inbox(&w, &day(3), &with_reject);
+    let cap = ["--max-rejected-lines", "1"];
+    let (inbox, lake) = (inbox_arg(&w), w.lake_arg());
+    let args = ["run", "--inbox", &inbox, "--lake", &lake, cap[0], cap[1]];
+    let crashed = w.landing(&args, &[("LANDING_CRASH_AT", "after-publish")]);
+    assert_eq!(crashed.signal, Some(9), "{}", crashed.stderr);
+    let raw = format!("raw/progress/{}", day(3));
+    assert_eq!(
+        w.get(&raw),
+        Some(expected_publish_with(&with_reject, one_reject()))
+    );
+    w.delete(&format!("locks/progress/{}.lock", day(3)));
+    let quarantine = format!("quarantine/progress/{}.rejects.jsonl", day(3));
+    let placed = b"{\"placed\":\"by hand\"}\n";
+    w.put(&quarantine, placed);
+    let r = inbox_run(&w, &cap, &[]);
+    assert_eq!(r.run.code, Some(0), "{}", r.ctx());
+    assert_eq!(r.action(&day(3)), "published", "{}", r.ctx());
+    assert_eq!(
+        w.get(&raw),
+        Some(expected_publish_with(&with_reject, one_reject()))
+    );
+    let q = w.get(&quarantine).expect("a quarantine");
+    assert!(q != placed, "the placed quarantine was replaced");
+    let log = crate::commit_log::log_entries(&w, "progress");
+    assert_eq!(log.len(), 1, "one entry: {log:?}");
+    assert_eq!(log[0]["replaced"]["sequence"], Value::Null, "{}", log[0]);
+    assert_eq!(log[0]["rejected_rows"], 1, "{}", log[0]);
     assert!(w.leftovers().is_empty(), "{:?}", w.leftovers());
 }
 
 matrix! {
     a_dead_holders_unchanged_input_is_swept_not_skipped_cheaply: [local, seaweed, moto, localstack];
-    an_object_placed_by_hand_where_nothing_landed_is_not_overwritten_unseen: [local, seaweed, moto, localstack];
+    a_first_landing_killed_after_its_publish_then_its_lease_deleted_lands_at_once: [local, seaweed, moto, localstack];
+    an_object_placed_by_hand_where_nothing_landed_is_replaced_seen: [local, seaweed, moto, localstack];
     inbox_lands_each_input_and_reports_totals: [local, seaweed, moto, localstack];
     unchanged_inbox_skips_without_reading: [local, seaweed, moto, localstack];
     old_checkpoint_is_read_once_and_upgraded: [local, seaweed, moto, localstack];

@@ -204,7 +204,7 @@ fn requests_by_zone(seen: &[Seen]) -> BTreeMap<String, usize> {
 }
 
 /// The request budget of a small input's first landing from an inbox, 9 in all on
-/// a store that fences copies (SeaweedFS, design.md's table), 11 elsewhere: the
+/// a store that fences copies (SeaweedFS, docs/design.md, "Which stores fence a copy"), 11 elsewhere: the
 /// checkpoint is read once (the cheap skip's read serves the run, whose lease was
 /// new); the published name and the quarantine are looked at only where a copy is
 /// not fenced (a new lease and no checkpoint mean no run ever wrote them, and a

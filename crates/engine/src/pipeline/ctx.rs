@@ -84,10 +84,12 @@ pub(super) async fn open_input(cfg: &Config) -> Result<(Arc<dyn Store>, String)>
 }
 
 /// The published object and quarantine as the run saw them when it decided.
-#[derive(Default)]
 pub(super) struct Existing {
     pub(super) raw: Option<ObjectMeta>,
     pub(super) quarantine: Option<ObjectMeta>,
+    /// Not read but inferred absent (`prepare::never_landed`): a fenced create that
+    /// finds one there anyway reads it then.
+    pub(super) assumed: bool,
 }
 
 impl Existing {
@@ -96,7 +98,20 @@ impl Existing {
             ctx.lake.head(&ctx.layout.raw),
             ctx.lake.head(&ctx.layout.quarantine)
         )?;
-        Ok(Existing { raw, quarantine })
+        Ok(Existing {
+            raw,
+            quarantine,
+            assumed: false,
+        })
+    }
+
+    /// Neither exists, inferred without a read.
+    pub(super) fn assumed_absent() -> Self {
+        Existing {
+            raw: None,
+            quarantine: None,
+            assumed: true,
+        }
     }
 }
 

@@ -226,7 +226,7 @@ async fn leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result<Sum
         signal = shutdown.signalled() => return tidy::interrupted(ctx, signal, None).await,
         decided = decide(ctx, lease) => decided?,
     };
-    let staged = match decided {
+    let mut staged = match decided {
         Decision::Done(summary) => return Ok(*summary),
         Decision::Publish(staged) => staged,
     };
@@ -237,7 +237,7 @@ async fn leased(ctx: &Ctx<'_>, lease: &Lease, shutdown: &Shutdown) -> Result<Sum
     if let Some(signal) = shutdown.signal() {
         return tidy::interrupted(ctx, signal, Some(&staged)).await;
     }
-    let done = publish_and_commit(ctx, lease, &staged).await;
+    let done = publish_and_commit(ctx, lease, &mut staged).await;
     if done.is_err() {
         // A conflict or failure: this run's staging is garbage now. Removed here, not
         // left to a sweep: a run that lost its lease cannot mark it for one.
@@ -275,7 +275,11 @@ async fn decide(ctx: &Ctx<'_>, lease: &Lease) -> Result<Decision> {
 }
 
 /// Publish, then its entry in the commit log, then the checkpoint last, then tidy.
-async fn publish_and_commit(ctx: &Ctx<'_>, lease: &Lease, staged: &StagedRun) -> Result<Summary> {
+async fn publish_and_commit(
+    ctx: &Ctx<'_>,
+    lease: &Lease,
+    staged: &mut StagedRun,
+) -> Result<Summary> {
     let at = |step| move |e: Error| e.at(step, &ctx.input_location);
     lease.ensure_held().map_err(at(Step::Publish))?;
     // Tests: the deadline was fine, now another run overtakes this one.

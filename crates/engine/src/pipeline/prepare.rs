@@ -61,14 +61,16 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
         // What readers see now is the condition of our promotion (the fence).
         async {
             if never_landed(ctx, lease) && fenced(ctx).await.map_err(at(Step::Connect))? {
-                return Ok(Existing::default());
+                return Ok(Existing::assumed_absent());
             }
             Existing::read(ctx).await.map_err(at(Step::ReadCheckpoint))
         },
     )?;
-    // No lease existed, yet the input was landed before: its lease was deleted by
-    // hand, and whatever its holder left is unknown.
-    if lease.inherited() == Inherited::Fresh && prior.is_some() {
+    // No lease existed, yet the input was landed before (a checkpoint, or something
+    // published under its name): its lease was deleted by hand, and whatever its
+    // holder left is unknown.
+    let landed = prior.is_some() || existing.raw.is_some() || existing.quarantine.is_some();
+    if lease.inherited() == Inherited::Fresh && landed {
         sweep_others(ctx).await.map_err(at(Step::Sweep))?;
     }
     if fence.verdict() != CopyFence::Fenced {
@@ -85,9 +87,9 @@ pub(super) async fn prepare(ctx: &Ctx<'_>, lease: &Lease) -> Result<Prepared> {
 /// No run of this input ever held its lease (none existed until ours, and a lease
 /// record outlives its release) and it had no checkpoint before ours: so no run
 /// wrote its published object or quarantine, and a first landing of an inbox input
-/// saves their two HEADs. Only on a store whose promotions are fenced: one placed
-/// there by hand, with the lease and checkpoint deleted, fails the promotion's
-/// create with a conflict, and the rerun (its lease exists now) reads them.
+/// saves their two HEADs. Only on a store whose promotions are fenced: one there
+/// all the same (a crashed run's whose lease was deleted by hand, or one placed by
+/// hand) fails the promotion's create, and the publish reads it then.
 fn never_landed(ctx: &Ctx<'_>, lease: &Lease) -> bool {
     let no_checkpoint = matches!(
         ctx.checkpoint_before_lease,

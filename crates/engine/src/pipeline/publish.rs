@@ -5,7 +5,8 @@
 use time::OffsetDateTime;
 use tracing::{info, warn};
 
-use super::ctx::{log_outcome, Ctx, StagedRun};
+use super::ctx::{log_outcome, Ctx, Existing, StagedRun};
+use super::tidy::sweep_others;
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
@@ -15,36 +16,83 @@ use crate::summary::{Action, Summary};
 /// Promote the data, then the quarantine, each only over what the run saw when it
 /// decided. The quarantine goes second: until the checkpoint names it, a crash in
 /// between leaves the old checkpoint, which no longer matches the data and is redone.
+/// What was inferred absent and is there all the same is read, then replaced, as a
+/// run that had read it first would: `staged.existing` says what was replaced.
 pub(super) async fn publish(
     ctx: &Ctx<'_>,
     lease: &Lease,
-    staged: &StagedRun,
+    staged: &mut StagedRun,
 ) -> Result<ObjectMeta> {
-    let existing = &staged.existing;
-    let data = promote(ctx, &staged.data, existing.raw.as_ref(), staged.fence).await?;
+    let data = match promote(
+        ctx,
+        &staged.data,
+        staged.existing.raw.as_ref(),
+        staged.fence,
+    )
+    .await
+    {
+        Err(Error::Precondition { .. }) if staged.existing.assumed => {
+            let (existing, ()) =
+                tokio::try_join!(Existing::read(ctx), there_after_all(ctx, &ctx.layout.raw))?;
+            staged.existing = existing;
+            let seen = staged.existing.raw.as_ref();
+            promote(ctx, &staged.data, seen, staged.fence).await
+        }
+        other => other,
+    }
+    .map_err(|e| conflict(e, staged.existing.raw.as_ref()))?;
     if let Some(q) = &staged.quarantine {
         lease.ensure_held()?;
-        promote(ctx, q, existing.quarantine.as_ref(), staged.fence).await?;
+        let existing = &mut staged.existing;
+        match promote(ctx, q, existing.quarantine.as_ref(), staged.fence).await {
+            Err(Error::Precondition { .. }) if existing.assumed => {
+                // Only the quarantine: the data under its name is this run's now.
+                let (quarantine, ()) = tokio::try_join!(
+                    ctx.lake.head(&ctx.layout.quarantine),
+                    there_after_all(ctx, &ctx.layout.quarantine)
+                )?;
+                existing.quarantine = quarantine;
+                existing.assumed = false;
+                promote(ctx, q, existing.quarantine.as_ref(), staged.fence).await
+            }
+            other => other,
+        }
+        .map_err(|e| conflict(e, existing.quarantine.as_ref()))?;
     }
     Ok(data)
 }
 
-/// One fenced promotion: a 412 means another run published since we decided.
+/// A run landed this input after all, its lease since deleted by hand: what it left
+/// in staging is unknown, so it is swept, as when a checkpoint shows up without a
+/// lease (`prepare`).
+async fn there_after_all(ctx: &Ctx<'_>, key: &str) -> Result<()> {
+    warn!(key, "an object is there though no run had landed this input (its lease deleted by hand?); publishing over it");
+    sweep_others(ctx).await
+}
+
+/// One promotion over `seen`, fenced where the store allows.
 async fn promote(
     ctx: &Ctx<'_>,
     staged: &Staged,
     seen: Option<&ObjectMeta>,
     fence: Fence,
 ) -> Result<ObjectMeta> {
-    match ctx.lake.promote(staged, &PutMode::replacing(seen), fence).await {
-        Err(Error::Precondition { location }) => Err(Error::Conflict(format!(
+    ctx.lake
+        .promote(staged, &PutMode::replacing(seen), fence)
+        .await
+}
+
+/// A promotion's 412 means another run published since we decided.
+fn conflict(e: Error, seen: Option<&ObjectMeta>) -> Error {
+    match e {
+        Error::Precondition { location } => Error::Conflict(format!(
             "conflict: {location} changed since this run decided ({}); another run published it. Nothing more was written; rerun to reconcile",
             match seen.map(|m| &m.version) {
                 None => "it was absent".to_owned(),
                 Some(Version::ETag(e)) => format!("it had ETag {e}"),
                 Some(Version::File { .. }) => "the file was replaced".to_owned(),
             }
-        ))),
+        )),
         other => other,
     }
 }

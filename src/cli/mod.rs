@@ -480,7 +480,11 @@ async fn run_single(
         recorder,
     };
     let landed = input.land().await;
-    Ok(Outcome::Summary(Box::new(landed.result?)))
+    let mut summary = landed.result?;
+    let mine = std::iter::once(cfg.input_name.clone()).collect();
+    let repairs = landing_engine::land::repair_log(cfg, None, handles, &mine).await?;
+    summary.log_repairs = (!repairs.is_empty()).then_some(repairs);
+    Ok(Outcome::Summary(Box::new(summary)))
 }
 
 /// After a run, with its exit code known: push its metrics when `--pushgateway` is

@@ -450,6 +450,87 @@ fn verify_and_status_know_the_log(kind: Kind) {
     assert!(!found.iter().any(|(n, _)| n == "a.jsonl"), "{found:?}");
 }
 
+/// A run killed between its publish and its entry leaves a version no entry names;
+/// the next run of the product, of another input, writes that entry from what the
+/// publish carried (docs/design.md, the crash table): counts, hashes, contract and
+/// run as the killed run would have, the version now published, one entry per
+/// publish, no gap; and sweeps what the killed run left. The input's own next run
+/// then replaces it, naming it.
+fn another_inputs_run_repairs_an_entry_a_kill_left_out(kind: Kind) {
+    let mut w = World::new(kind, "log-repair");
+    if w.is_s3() {
+        w.env
+            .extend(SHORT_LEASE.map(|(k, v)| (k.to_owned(), v.to_owned())));
+    }
+    let first = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/inbox/progress-2026-03-02.jsonl"
+    ))
+    .unwrap();
+    let input = w.put_input(DAY, &first);
+    let cap = ["--max-rejected-lines", "1"];
+    let killed = w.run_env(&input, &cap, &[("LANDING_CRASH_AT", "after-publish")]);
+    assert_eq!(killed.signal, Some(9), "{}", killed.stderr);
+    assert!(
+        log_entries(&w, "progress").is_empty(),
+        "killed before its entry"
+    );
+    let lease: Value = serde_json::from_slice(
+        &w.get("locks/progress/progress-2026-03-02.jsonl.lock")
+            .expect("the killed run's lease"),
+    )
+    .unwrap();
+    let killed_run = lease["run_id"].as_str().expect("run id").to_owned();
+
+    let other = generated(50, 3);
+    let other_input = w.put_input("other.jsonl", &other);
+    let r = w.run(&other_input, &["--lease-wait", TAKEOVER_WAIT]);
+    assert_eq!(r.action(), "published", "{}", r.stderr);
+    let s = r.summary.as_ref().unwrap();
+    let repaired = &s["log_repairs"]["repaired"];
+    assert_eq!(repaired[0]["input_name"], DAY, "{s}");
+    assert_eq!(repaired[0]["run_id"], killed_run.as_str(), "{s}");
+    assert_eq!(repaired.as_array().map(Vec::len), Some(1), "{s}");
+
+    let log = log_entries(&w, "progress");
+    assert_eq!(log.len(), 2, "one entry per publish: {log:?}");
+    let (mine, theirs): (Vec<&Value>, Vec<&Value>) =
+        log.iter().partition(|e| e["input_name"] == DAY);
+    assert_eq!((mine.len(), theirs.len()), (1, 1), "{log:?}");
+    let e = mine[0];
+    assert_eq!(e["sequence"], repaired[0]["sequence"]);
+    assert_names_published(&w, e, RAW);
+    let opts = Opts {
+        max_rejected_lines: 1,
+        ..Opts::default()
+    };
+    let published = crate::support::model::expected_publish_with(&first, opts);
+    assert_eq!(e["published_sha256"], sha256(&published));
+    assert_eq!(counts(e), model_counts(&first, 1));
+    assert_eq!(e["input_sha256"], sha256(&first));
+    assert_eq!(e["quarantine_key"], QUAR);
+    assert_eq!(e["run_id"], killed_run.as_str());
+    assert_eq!(e["contract"]["name"], "progress");
+    assert!(e.get("replaced").is_none(), "a first publish: {e}");
+    assert!(w.lease_is_free("locks/progress/progress-2026-03-02.jsonl.lock"));
+    // It swept what the killed run left (on S3 its staging object), as a takeover does.
+    assert_eq!(w.leftovers(), Vec::<String>::new());
+
+    // A run with nothing to repair says nothing of it.
+    let again = w.run(&other_input, &[]);
+    assert_eq!(again.action(), "skipped");
+    assert!(again.summary.as_ref().unwrap().get("log_repairs").is_none());
+
+    // The input's own next run republishes (no checkpoint names the object), naming
+    // the repaired entry as the one it replaced.
+    let rerun = w.run(&input, &cap);
+    assert_eq!(rerun.action(), "published", "{}", rerun.stderr);
+    let log = log_entries(&w, "progress");
+    assert_eq!(log.len(), 3);
+    assert_eq!(log[2]["replaced"]["sequence"], e["sequence"], "{}", log[2]);
+    assert_names_published(&w, &log[2], RAW);
+}
+
 matrix! {
     each_publish_adds_one_entry: [local, seaweed, moto, localstack];
     feed_reads_from_a_cursor: [local, seaweed, moto, localstack];
@@ -457,4 +538,5 @@ matrix! {
     parallel_runs_take_every_number_once: [local, seaweed, moto, localstack];
     verify_and_status_know_the_log: [local, seaweed, moto, localstack];
     duckdb_follows_the_feed: [local];
+    another_inputs_run_repairs_an_entry_a_kill_left_out: [local, seaweed, moto, localstack];
 }

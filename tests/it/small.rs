@@ -100,11 +100,30 @@ fn count(seen: &[Seen], op: Op) -> usize {
 
 /// Listings of the staging folder (the sweep's ListMultipartUploads and
 /// ListObjectsV2) among `seen`.
+/// Listings of staging by a run's sweep: those before its run record is written.
+/// After it, the log's repair lists the product's staging once (counted apart).
 fn staging_listings(seen: &[Seen]) -> usize {
-    seen.iter()
+    let (run, _) = around_run_record(seen);
+    run.iter()
         .filter(|s| matches!(s.op, Op::ListMultipartUploads | Op::ListObjectsV2))
         .filter(|s| s.target.contains("staging"))
         .count()
+}
+
+/// The requests of one `run --input` before and after its run record's PutObject.
+fn around_run_record(seen: &[Seen]) -> (&[Seen], &[Seen]) {
+    let at = seen
+        .iter()
+        .position(|s| s.op == Op::PutObject && s.key.contains("/runs/"))
+        .expect("the run wrote its record");
+    seen.split_at(at + 1)
+}
+
+/// What the log's repair sent after a run's record: one listing of the product's
+/// staging, and (where it found none) nothing more.
+fn repair_requests(seen: &[Seen]) -> Vec<(Op, String)> {
+    let (_, after) = around_run_record(seen);
+    after.iter().map(|s| (s.op, s.target.clone())).collect()
 }
 
 /// A run sweeps only after a run that may have left staging: not on a first
@@ -132,6 +151,10 @@ fn a_sweep_lists_staging_only_after_a_run_that_may_have_left_some(server: Server
     assert_eq!(first.action(), "published", "{}", first.stderr);
     let seen = since();
     assert_eq!(staging_listings(&seen), 0, "first landing: no sweep");
+    let repair = repair_requests(&seen);
+    assert_eq!(repair.len(), 1, "the log's repair looks once: {repair:?}");
+    assert_eq!(repair[0].0, Op::ListObjectsV2, "{repair:?}");
+    assert!(repair[0].1.contains("staging"), "{repair:?}");
     assert_eq!(count(&seen, Op::CreateMultipartUpload), 0);
     assert_eq!(count(&seen, Op::UploadPart), 0);
     assert_eq!(count(&seen, Op::CompleteMultipartUpload), 0);

@@ -41,7 +41,7 @@ pub const SNAPSHOT_EVERY: u64 = 1000;
 /// How far back from the end a run looks for the entry that named the version it
 /// replaces, when its checkpoint does not say (only after a crash in the window
 /// between a publish and its checkpoint).
-const REPLACED_LOOKBACK: u64 = 1000;
+pub const REPLACED_LOOKBACK: u64 = 1000;
 
 /// Entries read at once, in order: a reader following a long way behind, a
 /// snapshot and `verify` wait on round trips of this many, not one entry at a time.
@@ -111,6 +111,31 @@ impl Entry {
     pub fn names(&self, meta: &ObjectMeta) -> bool {
         self.published_size == meta.size && self.published.as_ref() == Some(&meta.version)
     }
+}
+
+/// A pending entry (number 0, no version) as the label its publish carries: its
+/// JSON in ASCII (a label travels as an HTTP header on S3), `None` if longer than a
+/// label may be.
+pub fn label(pending: &Entry) -> Option<String> {
+    // An entry is strings, integers and options of them: it always serialises.
+    let json = serde_json::to_string(pending).ok()?;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    (out.len() <= crate::store::LABEL_MAX).then_some(out)
+}
+
+/// The pending entry a publish's label holds, if it is one.
+pub fn from_label(label: &str) -> Option<Entry> {
+    serde_json::from_str(label).ok()
 }
 
 /// A snapshot: the latest entry of every key, as of entry `sequence`.
@@ -528,6 +553,21 @@ mod tests {
             job_version: "0".into(),
             replaced: None,
         }
+    }
+
+    /// A pending entry's label is ASCII, whatever the names hold, reads back as the
+    /// same entry, and is refused when longer than a label may be.
+    #[test]
+    fn a_label_is_ascii_and_reads_back_as_its_entry() {
+        let mut e = entry("raw/p/día 𝄞.jsonl", "r1");
+        e.input_name = "día 𝄞.jsonl".into();
+        let l = label(&e).expect("short enough");
+        assert!(l.is_ascii(), "{l}");
+        assert!(l.contains(r"d\u00eda \ud834\udd1e.jsonl"), "{l}");
+        assert_eq!(from_label(&l), Some(e.clone()));
+        e.input_name = "x".repeat(crate::store::LABEL_MAX);
+        assert_eq!(label(&e), None);
+        assert_eq!(from_label("{not an entry"), None);
     }
 
     /// Appends number 1, 2, 3 in order; the hint follows; a reader reads them back.

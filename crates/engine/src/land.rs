@@ -56,6 +56,33 @@ pub enum Checked {
     Unknown,
 }
 
+/// After a process's runs of `landed` (inputs of `cfg.product`), the repair of the
+/// product's log ([`pipeline::repair_log`]) on `lake`, or on one opened here. A
+/// failure names the step and the product's log.
+pub async fn repair_log(
+    cfg: &Config,
+    lake: Option<&Arc<dyn Lake>>,
+    handles: Handles<'_>,
+    landed: &std::collections::BTreeSet<String>,
+) -> Result<crate::summary::Repairs> {
+    let at = cfg
+        .lake
+        .join(&crate::commit_log::LogKeys::of(&cfg.product).folder)
+        .to_string();
+    let repaired = async {
+        let opened;
+        let lake = match lake {
+            Some(l) => l,
+            None => {
+                opened = crate::store::open(&cfg.lake, &cfg.s3).await?;
+                &opened
+            }
+        };
+        pipeline::repair_log(cfg, lake, handles, landed).await
+    };
+    repaired.await.map_err(|e| e.at(Step::Log, &at))
+}
+
 /// One input to land.
 #[derive(Clone, Copy)]
 pub struct Input<'a> {

@@ -103,6 +103,12 @@ impl LeaseRecord {
         self.expires().is_ok_and(|t| t <= at)
     }
 
+    /// Is its holder a live process of this machine and pid namespace? False where
+    /// that cannot be told (another host or container).
+    pub fn alive_here(&self) -> bool {
+        same_kernel_and_ns(self) && pid_exists(self.pid) == Some(true)
+    }
+
     /// The holder's TTL, where the record says it.
     fn ttl(&self) -> Option<Duration> {
         (self.ttl_ms > 0).then(|| Duration::from_millis(self.ttl_ms))
@@ -240,23 +246,29 @@ fn pid_ns() -> String {
         .unwrap_or_default()
 }
 
-/// True only when the holder provably is gone: same kernel boot, same pid namespace
-/// (so its pid means the same process here), and no such process. Anything else,
-/// such as another host or container, waits for the expiry.
+/// True only when the holder provably is gone: its pid means the same process here,
+/// and there is none. Another host or container waits for the expiry.
 fn holder_is_dead(held: &LeaseRecord) -> bool {
-    if held.boot_id.is_empty()
-        || held.boot_id != boot_id()
-        || held.pid_ns.is_empty()
-        || held.pid_ns != pid_ns()
-    {
-        return false;
-    }
-    let Ok(pid) = libc::pid_t::try_from(held.pid) else {
-        return false;
-    };
+    same_kernel_and_ns(held) && pid_exists(held.pid) == Some(false)
+}
+
+/// Does the holder's pid mean the same process here (same boot, same pid namespace)?
+fn same_kernel_and_ns(held: &LeaseRecord) -> bool {
+    let (boot, ns) = (&held.boot_id, &held.pid_ns);
+    !boot.is_empty() && *boot == boot_id() && !ns.is_empty() && *ns == pid_ns()
+}
+
+/// Whether a process `pid` exists here; `None` where that cannot be told.
+fn pid_exists(pid: u32) -> Option<bool> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
     // SAFETY: signal 0 only checks that the process exists; nothing is sent.
     let rc = unsafe { libc::kill(pid, 0) };
-    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    match (rc, std::io::Error::last_os_error().raw_os_error()) {
+        // EPERM: it exists, owned by another user.
+        (0, _) | (_, Some(libc::EPERM)) => Some(true),
+        (_, Some(libc::ESRCH)) => Some(false),
+        _ => None,
+    }
 }
 
 fn record_for(run_id: &str, ttl: Duration, acquired_at: &str, renewal: u64) -> LeaseRecord {

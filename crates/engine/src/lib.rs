@@ -51,6 +51,8 @@
 //!   checks them on both cores and decides in input order (the line pass, crate
 //!   `landing-pass`: `scan`, `validator`) while `pipeline/stream.rs` writes the
 //!   staging; `pipeline/pass.rs` hands the pass its limits and spill plan.
+//!   `pipeline/repair.rs` runs after a process's inputs: the log entry of a publish
+//!   whose run died before writing it, from the label the publish carried.
 //! - [`summary`]: the one-line JSON summary printed on stdout, and the outcomes
 //!   (`Action`) everything counts.
 //! - [`progress`] (`landing-terminal`): the process's `Terminal` handle: progress bars on a terminal (an
@@ -59,7 +61,7 @@
 //!   lines without a terminal.
 //! - [`land`]: landing one input, the same for `landing run --input` and each input
 //!   of an inbox: the cheap skip or the run through `pipeline::run`, then its run
-//!   record and its metrics.
+//!   record and its metrics; and the log's repair after them (`land::repair_log`).
 //! - [`inbox`]: `landing run --inbox`: lists an inbox, hands each input to `land`
 //!   (its cheap skip, then its full run up to `--jobs` at once), prints a line per
 //!   input and the totals.

@@ -120,6 +120,37 @@ pub struct Summary {
     /// Only when the dedup index spilled to scratch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spill: Option<SpillReport>,
+    /// What the repair of the product's log after the run did, when it did anything
+    /// (`landing run --input`; an inbox run says it on its totals line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_repairs: Option<Repairs>,
+}
+
+/// What the repair of a product's log did: nothing at all on a quiet lake.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Repairs {
+    /// Entries written for publishes whose runs died before writing them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repaired: Vec<Repaired>,
+    /// Inputs whose lease a run holds that may have died: its record did not
+    /// change within `--lease-wait` (none, by default). A later run looks again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+}
+
+impl Repairs {
+    pub fn is_empty(&self) -> bool {
+        self.repaired.is_empty() && self.pending.is_empty()
+    }
+}
+
+/// One entry written by a repair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Repaired {
+    pub input_name: String,
+    pub sequence: u64,
+    /// The run that published it and died before its entry.
+    pub run_id: String,
 }
 
 impl Summary {
@@ -144,6 +175,7 @@ impl Summary {
             quarantine_reasons: None,
             signal: None,
             spill: None,
+            log_repairs: None,
         }
     }
 

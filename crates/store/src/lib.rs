@@ -322,7 +322,16 @@ pub struct Staged {
     pub key: String,
     pub dest_key: String,
     pub size: u64,
+    /// A short printable note the promote stores with the published object, read
+    /// back by [`Lake::labelled`] (S3 user metadata, a local file's extended
+    /// attribute): set by the caller before [`Lake::promote`], at most
+    /// [`LABEL_MAX`] bytes.
+    pub label: Option<String>,
 }
+
+/// The longest [`Staged::label`]: S3 allows 2 KiB of user metadata per object, and
+/// the run id takes some of it.
+pub const LABEL_MAX: usize = 1800;
 
 /// Which leftovers a sweep removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -474,6 +483,17 @@ pub trait Lake: Store {
     /// value, then kept in it. A probe writes only scratch objects in the staging of
     /// `dest_key` by `run_id`, so a sweep removes them if the run dies mid-probe.
     async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence>;
+
+    /// The object at `key` and the label its promote stored with it
+    /// ([`Staged::label`]; `None` if the promote carried none, or the filesystem
+    /// keeps no extended attributes); `None` if there is no object.
+    async fn labelled(&self, key: &str) -> Result<Option<(ObjectMeta, Option<String>)>>;
+
+    /// The names (last key segment) of staged objects that runs left under the
+    /// staging of `folders`, running or dead: where a run that died after a promote
+    /// and before its cleanup is to be looked for. `None` where a promote consumes
+    /// the staged bytes (a local lake renames its temp file), so staging cannot say.
+    async fn unsettled(&self, folders: &[String]) -> Result<Option<Vec<String>>>;
 
     /// The same store (same client, same copy-fence verdict) whose writes pass `gate`:
     /// one run's handle on a lake that an inbox run opened once for all its inputs.

@@ -74,6 +74,8 @@ struct Object {
     body: Bytes,
     etag: String,
     modified: SystemTime,
+    /// The label its promotion carried ([`Staged::label`]).
+    label: Option<String>,
 }
 
 /// A staging in progress: where it will be stored, and since when.
@@ -103,6 +105,7 @@ impl State {
             body,
             etag: format!("\"{:016x}\"", self.next()),
             modified: SystemTime::now(),
+            label: None,
         };
         self.objects.insert(key.to_owned(), object);
         &self.objects[key]
@@ -177,6 +180,7 @@ impl MemoryStore {
                 key,
                 dest_key: dest_key.to_owned(),
                 size: 0,
+                label: None,
             },
         }))
     }
@@ -339,7 +343,23 @@ impl Lake for MemoryStore {
                 ),
             ));
         }
-        Ok(st.put(&staged.dest_key, body).meta())
+        let object = st.put(&staged.dest_key, body);
+        let meta = object.meta();
+        let key = staged.dest_key.clone();
+        if let Some(o) = st.objects.get_mut(&key) {
+            o.label = staged.label.clone();
+        }
+        Ok(meta)
+    }
+
+    async fn labelled(&self, key: &str) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        let st = self.state();
+        Ok(st.objects.get(key).map(|o| (o.meta(), o.label.clone())))
+    }
+
+    async fn unsettled(&self, _folders: &[String]) -> Result<Option<Vec<String>>> {
+        // Readers of every lease are cheap here.
+        Ok(None)
     }
 
     async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<Fence> {

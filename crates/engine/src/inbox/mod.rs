@@ -19,7 +19,7 @@
 //! leftovers of an input that is only ever skipped are left to the bucket's lifecycle
 //! rule (and swept by the input's next full run).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ use crate::pipeline::{Handles, Opened};
 use crate::progress::Terminal;
 use crate::shutdown::Shutdown;
 use crate::store::{Lake, Listed, Store};
-use crate::summary::{Action, Signal, Summary, Totals};
+use crate::summary::{Action, Repairs, Signal, Summary, Totals};
 
 mod report;
 
@@ -227,6 +227,11 @@ pub async fn run(
         report_clash(&shared, listed, &clashing);
     }
     let wait = ic.base.lease_wait;
+    let landed: BTreeSet<String> = inputs
+        .iter()
+        .chain(&clashing)
+        .map(|l| published_name(&l.name).to_owned())
+        .collect();
     let first: Vec<Item> = inputs
         .into_iter()
         .map(|listed| Item {
@@ -243,11 +248,16 @@ pub async fn run(
         );
         land_pass(&shared, busy, false).await;
     }
+    let log = repair_log(&shared, &landed).await;
     listener.abort();
-    let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
+    let mut totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
+    if log.is_err() {
+        // Exits as a failed input does.
+        totals.add(Action::Failed);
+    }
     let signal = shutdown.signal();
     recorder.outcomes(totals);
-    print_totals(ic, &totals, signal, &shared.progress.terminal);
+    print_totals(ic, &totals, signal, &log, &shared.progress.terminal);
     shared.progress.finish(&totals);
     Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
 }
@@ -323,6 +333,25 @@ async fn land_pass(shared: &Arc<Shared>, items: Vec<Item>, defer_busy: bool) -> 
     let mut deferred = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
     deferred.sort_by(|a, b| a.listed.name.cmp(&b.listed.name));
     deferred
+}
+
+/// After the inputs, the repair of the product's log (`crate::pipeline::repair_log`):
+/// its outcome for the totals line, an error as its message.
+async fn repair_log(
+    shared: &Shared,
+    landed: &BTreeSet<String>,
+) -> std::result::Result<Repairs, String> {
+    let handles = Handles {
+        shutdown: &shared.shutdown,
+        sightings: &shared.sightings,
+        log: &shared.log,
+        terminal: &shared.progress.terminal,
+    };
+    let repaired = crate::land::repair_log(&shared.ic.base, shared.lake.as_ref(), handles, landed);
+    repaired.await.map_err(|e| {
+        warn!(error = %e, "the repair of the product's log failed");
+        history::error_chain(&e)
+    })
 }
 
 /// An input that shares its published name with another of this run: a failed
@@ -407,13 +436,28 @@ async fn land_item(shared: &Shared, item: &Item) -> Option<Landed> {
 }
 
 /// The totals line on stdout, and its log line.
-fn print_totals(ic: &InboxConfig, totals: &Totals, signal: Option<Signal>, terminal: &Terminal) {
+fn print_totals(
+    ic: &InboxConfig,
+    totals: &Totals,
+    signal: Option<Signal>,
+    log: &std::result::Result<Repairs, String>,
+    terminal: &Terminal,
+) {
     let mut line = BTreeMap::new();
     line.insert("inbox", json!(ic.inbox.to_string()));
     if let Some(s) = ic.shard {
         line.insert("shard", json!(s.to_string()));
     }
     line.insert("totals", json!(totals));
+    match log {
+        Ok(r) if r.is_empty() => {}
+        Ok(r) => {
+            line.insert("log_repairs", json!(r));
+        }
+        Err(e) => {
+            line.insert("log_repairs", json!({ "error": e }));
+        }
+    }
     if let Some(signal) = signal {
         line.insert("not_started", json!(totals.get(Action::NotStarted)));
         warn!(

@@ -21,7 +21,7 @@ pub(super) fn lock_wait(cfg: &Config) -> Duration {
 }
 
 /// How the lease is held on `lake`, as its capabilities say (see [`LeaseOptions`]).
-fn lease_options(cfg: &Config, lake: &dyn Store) -> LeaseOptions {
+pub(super) fn lease_options(cfg: &Config, lake: &dyn Store) -> LeaseOptions {
     let caps = lake.capabilities();
     LeaseOptions {
         ttl: cfg.lease_ttl,

@@ -10,18 +10,21 @@ use crate::commit_log::{self, Entry, LogKeys, Replaced};
 use crate::error::Result;
 use crate::store::ObjectMeta;
 
-/// Append this publish's entry; its number goes into the checkpoint.
-pub(super) async fn log(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMeta) -> Result<u64> {
+/// This publish's entry as far as it is known before the promote: everything but
+/// its number and the version the promote creates. The promote carries it as the
+/// published object's label, so that a later run can write the entry of a run that
+/// died between its publish and its entry (`crate::log_repair`).
+pub(super) async fn pending(ctx: &Ctx<'_>, staged: &StagedRun) -> Result<Entry> {
     let keys = LogKeys::of(&ctx.cfg.product);
     let replaced = replaced(ctx, &keys, staged).await?;
-    let entry = Entry {
+    Ok(Entry {
         sequence: 0,
         committed_at: crate::rfc3339(OffsetDateTime::now_utc()),
         product: ctx.cfg.product.clone(),
         input_name: ctx.cfg.input_name.clone(),
         key: ctx.layout.raw.clone(),
-        published_size: published.size,
-        published: Some(published.version.clone()),
+        published_size: staged.data.size,
+        published: None,
         published_sha256: staged.published_sha256.clone(),
         output_compression: ctx.cfg.output_compression,
         input_sha256: staged.sha256.clone(),
@@ -36,6 +39,18 @@ pub(super) async fn log(ctx: &Ctx<'_>, staged: &StagedRun, published: &ObjectMet
         run_id: ctx.run_id.clone(),
         job_version: crate::JOB_VERSION.to_owned(),
         replaced,
+    })
+}
+
+/// Append this publish's entry, `pending` with the version the promote created;
+/// its number goes into the checkpoint.
+pub(super) async fn log(ctx: &Ctx<'_>, pending: &Entry, published: &ObjectMeta) -> Result<u64> {
+    let keys = LogKeys::of(&ctx.cfg.product);
+    let entry = Entry {
+        committed_at: crate::rfc3339(OffsetDateTime::now_utc()),
+        published_size: published.size,
+        published: Some(published.version.clone()),
+        ..pending.clone()
     };
     commit_log::append(&*ctx.lake, &keys, entry, ctx.appender).await
 }

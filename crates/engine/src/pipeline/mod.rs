@@ -24,6 +24,7 @@ mod pass;
 mod prepare;
 mod publish;
 mod published;
+mod repair;
 mod second_pass;
 mod stage;
 mod stream;
@@ -44,6 +45,7 @@ use ctx::{log_outcome, open_input, Ctx, StagedRun};
 use leasing::{lock_wait, take_lease, Leasing};
 use prepare::Prepared;
 pub use published::{read_published, Budget, Published};
+pub use repair::repair_log;
 pub use validator::Counts;
 pub use whole::Validator;
 
@@ -286,13 +288,13 @@ async fn publish_and_commit(
     ctx.hooks
         .pause(PausePoint::BeforePromote, ctx.terminal)
         .await;
-    let published = publish::publish(ctx, lease, staged)
+    let (published, entry) = publish::publish(ctx, lease, staged)
         .await
         .map_err(at(Step::Publish))?;
     ctx.trace.lap("promote");
     ctx.hooks.crash(CrashPoint::AfterPublish);
     lease.ensure_held().map_err(at(Step::Log))?;
-    let sequence = log_entry::log(ctx, staged, &published)
+    let sequence = log_entry::log(ctx, &entry, &published)
         .await
         .map_err(at(Step::Log))?;
     ctx.trace.lap("log");

@@ -6,8 +6,10 @@ use time::OffsetDateTime;
 use tracing::{info, warn};
 
 use super::ctx::{log_outcome, Ctx, Existing, StagedRun};
+use super::log_entry;
 use super::tidy::sweep_others;
 use crate::checkpoint::{self, Checkpoint};
+use crate::commit_log::{self, Entry};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::store::{Fence, ObjectMeta, PutMode, Staged, Version};
@@ -22,7 +24,8 @@ pub(super) async fn publish(
     ctx: &Ctx<'_>,
     lease: &Lease,
     staged: &mut StagedRun,
-) -> Result<ObjectMeta> {
+) -> Result<(ObjectMeta, Entry)> {
+    let mut entry = labelled(ctx, staged).await?;
     let data = match promote(
         ctx,
         &staged.data,
@@ -35,6 +38,8 @@ pub(super) async fn publish(
             let (existing, ()) =
                 tokio::try_join!(Existing::read(ctx), there_after_all(ctx, &ctx.layout.raw))?;
             staged.existing = existing;
+            // What it replaces changed: so do the entry and the label.
+            entry = labelled(ctx, staged).await?;
             let seen = staged.existing.raw.as_ref();
             promote(ctx, &staged.data, seen, staged.fence).await
         }
@@ -59,7 +64,23 @@ pub(super) async fn publish(
         }
         .map_err(|e| conflict(e, existing.quarantine.as_ref()))?;
     }
-    Ok(data)
+    Ok((data, entry))
+}
+
+/// This publish's pending entry (`log_entry::pending`), set as the label of both
+/// promotions: the data's lets a later run write the entry if this one dies before
+/// it does, and the quarantine's shows that it came with the same run's data.
+async fn labelled(ctx: &Ctx<'_>, staged: &mut StagedRun) -> Result<Entry> {
+    let entry = log_entry::pending(ctx, staged).await?;
+    let label = commit_log::label(&entry);
+    if label.is_none() {
+        warn!("this publish's entry is too long to travel with its object: only the input's own next run can write it if this run dies before it does");
+    }
+    staged.data.label.clone_from(&label);
+    if let Some(q) = staged.quarantine.as_mut() {
+        q.label = label;
+    }
+    Ok(entry)
 }
 
 /// A run landed this input after all, its lease since deleted by hand: what it left

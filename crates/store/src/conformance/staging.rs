@@ -237,3 +237,65 @@ pub async fn staging_checksums_follow_the_sdk_setting(fx: &dyn Fixture) {
     }
     assert_eq!(fx.incomplete_uploads().await, BTreeSet::new());
 }
+
+/// A promotion's label is stored with the published object and read back with its
+/// metadata, through either copy, whatever characters it holds; a promotion without
+/// one replaces it with none. Staging left behind is named by `unsettled` where
+/// staging outlives a promote (S3); a local lake says it cannot tell.
+pub async fn a_promotions_label_comes_with_the_object(fx: &dyn Fixture) {
+    let label = r#"{"input_name":"día 1 %41+ü","rows":7}"#;
+    for (name, copy_threshold) in [("small.jsonl", u64::MAX), ("big.jsonl", 6 << 20)] {
+        let cfg = S3Options {
+            copy_threshold,
+            ..fx.options()
+        };
+        let store = fx.lake_with(&cfg);
+        let size = if copy_threshold == u64::MAX {
+            1000
+        } else {
+            7 * MIB
+        };
+        let spec = spec(name, RUN_1);
+        let mut staged = stage_bytes(&*store, &spec, &pattern(size, 9), MIB).await;
+        staged.label = Some(label.to_owned());
+        let meta = promote(&*store, &staged, &PutMode::Create)
+            .await
+            .expect("promote");
+        let (seen, got) = store
+            .labelled(&spec.dest_key)
+            .await
+            .expect("labelled")
+            .expect("published");
+        assert_eq!(seen, meta, "{name}: the metadata of the promoted object");
+        assert_eq!(got.as_deref(), Some(label), "{name}: its label");
+        let again = stage_bytes(&*store, &spec, &pattern(size, 10), MIB).await;
+        let replaced = promote(&*store, &again, &PutMode::Update(meta.version))
+            .await
+            .expect("promote over it");
+        let (seen, got) = store
+            .labelled(&spec.dest_key)
+            .await
+            .expect("labelled")
+            .expect("published");
+        assert_eq!(seen, replaced);
+        assert_eq!(got, None, "{name}: a promotion without a label leaves none");
+    }
+    let store = fx.lake();
+    assert!(store
+        .labelled("raw/progress/none.jsonl")
+        .await
+        .expect("labelled")
+        .is_none());
+    let left = stage_bytes(&*store, &spec("left.jsonl", RUN_1), b"{}\n", 3).await;
+    let unsettled = store
+        .unsettled(&["raw/progress".to_owned()])
+        .await
+        .expect("unsettled");
+    if fx.is_s3() {
+        let names = unsettled.expect("S3 names its staging");
+        assert!(names.contains(&"left.jsonl".to_owned()), "{names:?}");
+    } else {
+        assert_eq!(unsettled, None, "staging says nothing here");
+    }
+    store.delete(&left.key).await.expect("discard");
+}

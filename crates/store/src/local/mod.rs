@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 mod cas;
+mod label;
 mod read;
 mod stage;
 
@@ -295,7 +296,39 @@ impl Lake for LocalStore {
         let dest = self.path(&staged.dest_key)?;
         let store = self.clone();
         let (mode, size, key) = (mode.clone(), staged.size, staged.dest_key.clone());
+        if let Some(l) = staged.label.clone() {
+            let tmp = tmp.clone();
+            let kept = blocking(move || {
+                label::set(&tmp, &l)
+                    .map_err(|e| Error::store("label", tmp.display().to_string(), e))
+            })
+            .await?;
+            if !kept {
+                tracing::warn!(location = %self.location(&staged.dest_key), "this filesystem keeps no extended attributes: the publish carries no label, so only the input's own next run can repair its log entry after a crash");
+            }
+        }
         blocking(move || cas::promote_blocking(&store, &key, &tmp, &dest, &mode, size)).await
+    }
+
+    async fn labelled(&self, key: &str) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        let path = self.path(key)?;
+        let store = self.clone();
+        blocking(move || {
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(store.err("open", &path, e)),
+            };
+            let md = file.metadata().map_err(|e| store.err("stat", &path, e))?;
+            let l = label::get(&file).map_err(|e| store.err("read the label of", &path, e))?;
+            Ok(Some((meta_of(&md), l)))
+        })
+        .await
+    }
+
+    async fn unsettled(&self, _folders: &[String]) -> Result<Option<Vec<String>>> {
+        // The rename consumed the temp file: staging says nothing of what was published.
+        Ok(None)
     }
 
     async fn fencing(&self, _dest_key: &str, _run_id: &str) -> Result<Fence> {

@@ -45,6 +45,7 @@ impl LocalStore {
                 key,
                 dest_key: dest_key.to_owned(),
                 size: 0,
+                label: None,
             },
             write_behind: WriteBehind::default(),
         }))

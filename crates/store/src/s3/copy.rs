@@ -2,16 +2,23 @@
 //! publish (`CopyObject`, or `UploadPartCopy` parts above `copy_threshold`), under
 //! the destination condition the store's fence allows.
 
-use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedPart};
+use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedPart, MetadataDirective};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::task::JoinSet;
 
 use super::error::{map_err, protocol, Cond};
 use super::object::runs_object;
 use super::upload::{abort_upload, complete_upload, join_part, MAX_PART, MAX_PARTS, MIN_PART};
-use super::{S3Store, RUN_ID_META};
+use super::{encode_label, S3Store, LABEL_META, RUN_ID_META};
 use crate::{CopyFence, Fence, ObjectMeta, PutMode, Staged, Version};
 use landing_error::{Error, Result};
+
+/// What a promotion stores as the published object's user metadata.
+#[derive(Clone, Copy)]
+pub(super) struct Label<'a> {
+    pub(super) run_id: &'a str,
+    pub(super) label: Option<&'a str>,
+}
 
 /// Characters kept as they are in a percent-encoded key segment (RFC 3986 unreserved).
 const KEY_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -40,10 +47,14 @@ impl S3Store {
         };
         let run_id = staged_run_id(&staged.key);
         self.gate.before_write(&staged.dest_key, &loc)?;
+        let label = Label {
+            run_id,
+            label: staged.label.as_deref(),
+        };
         let copied = if staged.size <= self.cfg.copy_threshold {
-            self.copy_whole(&src, &dst, &cond).await
+            self.copy_whole(&src, &dst, &cond, Some(label)).await
         } else {
-            self.copy_multipart(&src, &dst, staged.size, run_id, &cond)
+            self.copy_multipart(&src, &dst, staged.size, label, &cond)
                 .await
         };
         match copied {
@@ -79,14 +90,32 @@ impl S3Store {
     }
 
     /// Copy a whole object with one `CopyObject` (at most 5 GiB); returns the new ETag.
-    pub(super) async fn copy_whole(&self, src: &str, dst: &str, cond: &PutMode) -> Result<String> {
+    /// With a `label`, the copy's user metadata is replaced by the run id and the label
+    /// (`x-amz-metadata-directive: REPLACE`); without, the source's is kept.
+    pub(super) async fn copy_whole(
+        &self,
+        src: &str,
+        dst: &str,
+        cond: &PutMode,
+        label: Option<Label<'_>>,
+    ) -> Result<String> {
         let loc = self.loc_full(dst);
-        let req = self
+        let mut req = self
             .client
             .copy_object()
             .bucket(&self.bucket)
             .key(dst)
             .copy_source(copy_source(&self.bucket, src));
+        if let Some(Label {
+            run_id,
+            label: Some(l),
+        }) = label
+        {
+            req = req
+                .metadata_directive(MetadataDirective::Replace)
+                .metadata(RUN_ID_META, run_id)
+                .metadata(LABEL_META, encode_label(l));
+        }
         let (mut req, c) = conditioned!(req, cond).map_err(|e| protocol("CopyObject", &loc, e))?;
         if self.part_checksums {
             // Ask for a checksum of the copy: AWS and moto then store a full-object
@@ -120,16 +149,20 @@ impl S3Store {
         src: &str,
         dst: &str,
         size: u64,
-        run_id: &str,
+        label: Label<'_>,
         cond: &PutMode,
     ) -> Result<String> {
         let loc = self.loc_full(dst);
-        let created = self
+        let mut create = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(dst)
-            .metadata(RUN_ID_META, run_id)
+            .metadata(RUN_ID_META, label.run_id);
+        if let Some(l) = label.label {
+            create = create.metadata(LABEL_META, encode_label(l));
+        }
+        let created = create
             .send()
             .await
             .map_err(|e| map_err("CreateMultipartUpload", &loc, e, Cond::None))?;

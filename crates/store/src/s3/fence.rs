@@ -101,7 +101,7 @@ impl S3Store {
         let (full_src, full_dst) = (self.full_key(src), self.full_key(dst));
         // Must fail: the target exists.
         let refused = match self
-            .copy_whole(&full_src, &full_dst, &PutMode::Create)
+            .copy_whole(&full_src, &full_dst, &PutMode::Create, None)
             .await
         {
             Ok(_) => false,
@@ -129,7 +129,7 @@ impl S3Store {
         }
         // Must succeed: the right ETag.
         match self
-            .copy_whole(&full_src, &full_dst, &PutMode::Update(etag))
+            .copy_whole(&full_src, &full_dst, &PutMode::Update(etag), None)
             .await
         {
             Ok(_) => Ok(CopyFence::Fenced),

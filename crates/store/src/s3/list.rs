@@ -77,10 +77,8 @@ impl S3Store {
         Ok(listing)
     }
 
-    /// [`crate::Lake::leftovers`]: staging objects and incomplete uploads.
-    pub(super) async fn staging_leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
-        // Completed staging objects under `<staging folder><run id>/`, one folder per
-        // product (incomplete uploads are not objects; the sweep aborts those).
+    /// The staging folders of `folders` (one per product).
+    fn staging_folders(&self, folders: &[String]) -> Vec<String> {
         let mut staging: Vec<String> = Vec::new();
         for folder in folders {
             let (f, _) = self.staging_folder(&format!("{folder}/"));
@@ -88,26 +86,64 @@ impl S3Store {
                 staging.push(f);
             }
         }
+        staging
+    }
+
+    /// Completed staging objects of `folders`, as full keys (incomplete uploads are
+    /// not objects), from one listing per product without a delimiter: a server that
+    /// keeps emptied run folders (SeaweedFS lists them as common prefixes) costs no
+    /// request per folder.
+    pub(super) async fn staged_keys(&self, folders: &[String]) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        for folder in &staging {
-            for run in self.list_prefix(folder).await?.folders {
-                let run_folder = format!("{folder}{run}");
-                let listing = self.list_prefix(&run_folder).await?;
-                // A second pass stages under the run's `pass2/` (`Slot::Second`).
-                let pass2 = format!("{run_folder}/{}", super::PASS2);
-                let second = if listing.folders.iter().any(|d| d == super::PASS2) {
-                    self.list_prefix(&pass2).await?.files
-                } else {
-                    Vec::new()
-                };
-                let files = listing
-                    .files
-                    .iter()
-                    .map(|f| format!("{run_folder}/{}", f.name));
-                let files = files.chain(second.iter().map(|f| format!("{pass2}/{}", f.name)));
-                for key in files {
-                    out.push(self.loc_full(&self.full_key(&key)));
-                }
+        for folder in &self.staging_folders(folders) {
+            let under = self.full_key(folder);
+            let loc = self.loc_full(&under);
+            let mut pages = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&under)
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| map_err("ListObjectsV2", &loc, e, Cond::None))?;
+                out.extend(
+                    page.contents()
+                        .iter()
+                        .filter_map(|o| o.key().map(str::to_owned)),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    async fn staged_in(&self, folder: &str) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for run in self.list_prefix(folder).await?.folders {
+            let run_folder = format!("{folder}{run}");
+            let listing = self.list_prefix(&run_folder).await?;
+            // A second pass stages under the run's `pass2/` (`Slot::Second`).
+            let pass2 = format!("{run_folder}/{}", super::PASS2);
+            let second = if listing.folders.iter().any(|d| d == super::PASS2) {
+                self.list_prefix(&pass2).await?.files
+            } else {
+                Vec::new()
+            };
+            let files = listing
+                .files
+                .iter()
+                .map(|f| format!("{run_folder}/{}", f.name));
+            out.extend(files.chain(second.iter().map(|f| format!("{pass2}/{}", f.name))));
+        }
+        Ok(out)
+    }
+
+    /// [`crate::Lake::leftovers`]: staging objects and incomplete uploads.
+    pub(super) async fn staging_leftovers(&self, folders: &[String]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for folder in &self.staging_folders(folders) {
+            for key in self.staged_in(folder).await? {
+                out.push(self.loc_full(&self.full_key(&key)));
             }
             // A killed run's upload is not an object yet; the bucket bills its parts.
             for u in self.uploads(&self.full_key(folder)).await? {

@@ -108,6 +108,25 @@ use landing_error::{Error, Result};
 /// User metadata naming the run that staged an object (kept by CopyObject).
 const RUN_ID_META: &str = "landing-run-id";
 
+/// User metadata holding a promotion's label ([`Staged::label`]), percent-encoded:
+/// a header value carries printable ASCII only.
+const LABEL_META: &str = "landing-label";
+
+/// Escaped in a label's header value: controls and non-ASCII (always), `%` (so that
+/// decoding is exact) and the space (servers trim it at either end).
+const LABEL_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%').add(b' ');
+
+fn encode_label(label: &str) -> String {
+    percent_encoding::utf8_percent_encode(label, LABEL_ESCAPED).to_string()
+}
+
+fn decode_label(value: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(value)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
 /// A lake (or input) on S3: a bucket and a key prefix.
 #[derive(Clone)]
 pub struct S3Store {
@@ -330,6 +349,16 @@ impl Lake for S3Store {
 
     async fn fencing(&self, dest_key: &str, run_id: &str) -> Result<Fence> {
         self.fence(dest_key, run_id).await
+    }
+
+    async fn labelled(&self, key: &str) -> Result<Option<(ObjectMeta, Option<String>)>> {
+        self.head_labelled(key).await
+    }
+
+    async fn unsettled(&self, folders: &[String]) -> Result<Option<Vec<String>>> {
+        let keys = self.staged_keys(folders).await?;
+        let names = keys.iter().filter_map(|k| k.rsplit('/').next());
+        Ok(Some(names.map(str::to_owned).collect()))
     }
 
     fn with_run_gate(&self, gate: Gate) -> Arc<dyn Lake> {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::error::{content_length, map_err, protocol, Cond};
-use super::{S3Store, RUN_ID_META};
+use super::{decode_label, S3Store, LABEL_META, RUN_ID_META};
 use crate::{ObjectMeta, ObjectReader, PutMode, Version};
 use landing_error::{Error, Result};
 
@@ -59,6 +59,14 @@ impl S3Store {
     }
 
     pub(super) async fn head_object(&self, key: &str) -> Result<Option<ObjectMeta>> {
+        Ok(self.head_labelled(key).await?.map(|(meta, _)| meta))
+    }
+
+    /// [`crate::Lake::labelled`]: a HEAD, with the label from the user metadata.
+    pub(super) async fn head_labelled(
+        &self,
+        key: &str,
+    ) -> Result<Option<(ObjectMeta, Option<String>)>> {
         let full = self.full_key(key);
         let loc = self.loc_full(&full);
         match self
@@ -69,14 +77,21 @@ impl S3Store {
             .send()
             .await
         {
-            Ok(out) => Ok(Some(ObjectMeta {
-                size: content_length(out.content_length(), "HeadObject", &loc)?,
-                version: Version::ETag(
-                    out.e_tag()
-                        .ok_or_else(|| protocol("HeadObject", &loc, "answer carries no ETag"))?
-                        .to_owned(),
-                ),
-            })),
+            Ok(out) => {
+                let meta = ObjectMeta {
+                    size: content_length(out.content_length(), "HeadObject", &loc)?,
+                    version: Version::ETag(
+                        out.e_tag()
+                            .ok_or_else(|| protocol("HeadObject", &loc, "answer carries no ETag"))?
+                            .to_owned(),
+                    ),
+                };
+                let label = out
+                    .metadata()
+                    .and_then(|m| m.get(LABEL_META))
+                    .and_then(|v| decode_label(v));
+                Ok(Some((meta, label)))
+            }
             Err(e) => match map_err("HeadObject", &loc, e, Cond::None) {
                 Error::NotFound { .. } => Ok(None),
                 e => Err(e),

@@ -317,6 +317,7 @@ impl Upload for S3Upload {
             key: self.staging_key.clone(),
             dest_key: self.dest_key.clone(),
             size: self.size,
+            label: None,
         })
     }
 

@@ -89,6 +89,7 @@ matrix! {
     empty_output_round_trips: [local, seaweed, moto, localstack, memory];
     multipart_copy_promotion_round_trips: [local, seaweed, moto, localstack, memory];
     odd_keys_round_trip: [local, seaweed, moto, localstack, memory];
+    a_promotions_label_comes_with_the_object: [local, seaweed, moto, localstack, memory];
     sweep_removes_only_old_leftovers_of_other_runs: [local, seaweed, localstack, memory];
     // moto's fixed upload dates only; the other backends date their uploads truly.
     sweep_on_moto_aborts_young_uploads_too_as_moto_dates_them_2010: [moto];

@@ -483,6 +483,7 @@ async fn run_single(
     let mut summary = landed.result?;
     let mine = std::iter::once(cfg.input_name.clone()).collect();
     let repairs = landing_engine::land::repair_log(cfg, None, handles, &mine).await?;
+    recorder.repaired(&repairs);
     summary.log_repairs = (!repairs.is_empty()).then_some(repairs);
     Ok(Outcome::Summary(Box::new(summary)))
 }

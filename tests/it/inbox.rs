@@ -1198,7 +1198,13 @@ fn a_first_landing_killed_after_its_publish_then_its_lease_deleted_lands_at_once
         Some(expected_publish_with(&with_reject, one_reject()))
     );
     let q = w.get(&quarantine).expect("a quarantine");
+    let model = model::expect(
+        &model::contract_file("progress"),
+        &with_reject,
+        one_reject(),
+    );
     assert!(q != placed, "the placed quarantine was replaced");
+    assert!(q == model.quarantine, "the quarantine is the model's");
     let log = crate::commit_log::log_entries(&w, "progress");
     assert_eq!(log.len(), 1, "one entry: {log:?}");
     assert_eq!(log[0]["replaced"]["sequence"], Value::Null, "{}", log[0]);

@@ -249,6 +249,9 @@ pub async fn run(
         land_pass(&shared, busy, false).await;
     }
     let log = repair_log(&shared, &landed).await;
+    if let Ok(r) = &log {
+        recorder.repaired(r);
+    }
     listener.abort();
     let mut totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     if log.is_err() {

@@ -146,6 +146,13 @@ impl Recorder {
         });
     }
 
+    /// The log's repair wrote these entries (`crate::pipeline::repair_log`): they
+    /// count as entries the process wrote.
+    pub fn repaired(&self, repairs: &crate::summary::Repairs) {
+        let highest = repairs.repaired.iter().map(|r| r.sequence).max();
+        self.with(|n| n.log_sequence = n.log_sequence.max(highest));
+    }
+
     /// One more input ended in `action`.
     pub fn count(&self, action: Action) {
         self.with(|n| n.outcomes.add(action));

@@ -80,8 +80,8 @@ fn the_recorder_sums_what_its_inputs_measured() {
     assert_eq!(r.night().outcomes.get(Action::Failed), 1);
 }
 
-/// The night's log entry is the highest a publish wrote; a skip names the entry it
-/// found and wrote none, so it moves nothing.
+/// The night's log entry is the highest a publish or the log's repair wrote; a skip
+/// names the entry it found and wrote none, so it moves nothing.
 #[test]
 fn the_recorder_keeps_the_highest_log_entry_a_publish_wrote() {
     let rec = Recorder::default();
@@ -98,5 +98,18 @@ fn the_recorder_keeps_the_highest_log_entry_a_publish_wrote() {
     };
     rec.landed("c", Action::Skipped, Some(&skipped), &m);
     assert_eq!(rec.night().log_sequence, Some(43));
+    // An entry the log's repair wrote after them counts, a lower one does not.
+    let repaired = |sequence| crate::summary::Repairs {
+        repaired: vec![crate::summary::Repaired {
+            input_name: "d".into(),
+            sequence,
+            run_id: "r".into(),
+        }],
+        pending: vec![],
+    };
+    rec.repaired(&repaired(40));
+    assert_eq!(rec.night().log_sequence, Some(43));
+    rec.repaired(&repaired(44));
+    assert_eq!(rec.night().log_sequence, Some(44));
     assert_eq!(Recorder::default().night().log_sequence, None);
 }

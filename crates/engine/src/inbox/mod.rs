@@ -253,16 +253,17 @@ pub async fn run(
         recorder.repaired(r);
     }
     listener.abort();
-    let mut totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
-    if log.is_err() {
-        // Exits as a failed input does.
-        totals.add(Action::Failed);
-    }
+    let totals = *shared.totals.lock().unwrap_or_else(|p| p.into_inner());
     let signal = shutdown.signal();
     recorder.outcomes(totals);
     print_totals(ic, &totals, signal, &log, &shared.progress.terminal);
     shared.progress.finish(&totals);
-    Ok(signal.map_or_else(|| totals.exit_code(), Signal::exit_code))
+    // A failed repair exits as a failed input does, without counting as an input.
+    let code = match &log {
+        Err(_) => crate::error::EXIT_FAILURE,
+        Ok(_) => totals.exit_code(),
+    };
+    Ok(signal.map_or(code, Signal::exit_code))
 }
 
 /// Land `items`, full runs as [`Slots`] allow. With `defer_busy`, an input whose
